@@ -1,0 +1,54 @@
+// Lets g++ compile a Wiregrad .cu file for the CPU: the CUDA keywords are defined away, the
+// thread/block indices become thread-local globals, and wg_launch runs every (block, thread)
+// of a launch one after another. Faithful only because our kernels share no memory between
+// threads, use no warp intrinsics and never synchronise.
+#pragma once
+#define WG_EMULATOR 1
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __align__(n) alignas(n)
+
+struct wg_uint3 { unsigned int x, y, z; };
+static thread_local wg_uint3 threadIdx, blockIdx, blockDim, gridDim;
+
+template <typename Body>
+static void wg_launch(const unsigned grid[3], const unsigned block[3], Body body) {
+    gridDim = {grid[0], grid[1], grid[2]};
+    blockDim = {block[0], block[1], block[2]};
+    for (unsigned bz = 0; bz < grid[2]; ++bz)
+        for (unsigned by = 0; by < grid[1]; ++by)
+            for (unsigned bx = 0; bx < grid[0]; ++bx)
+                for (unsigned tz = 0; tz < block[2]; ++tz)
+                    for (unsigned ty = 0; ty < block[1]; ++ty)
+                        for (unsigned tx = 0; tx < block[0]; ++tx) {
+                            blockIdx = {bx, by, bz};
+                            threadIdx = {tx, ty, tz};
+                            body();
+                        }
+}
+
+// Threads run one at a time, so an atomic add is a plain add (returning the old value).
+inline float atomicAdd(float* address, float value) { float old = *address; *address += value; return old; }
+inline double atomicAdd(double* address, double value) { double old = *address; *address += value; return old; }
+
+// CUDA's fast-math intrinsics map to the exact <cmath> functions.
+inline float __expf(float x) { return expf(x); }
+inline float __logf(float x) { return logf(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline unsigned int __umulhi(unsigned int a, unsigned int b) {
+    return (unsigned int)(((unsigned long long)a * b) >> 32);
+}
+
+// IEEE binary16 storage with float32 math, converted through GCC's _Float16 (round to nearest even,
+// the same rounding as cvt.rn.f16.f32 on the GPU and as NumPy's float16 cast).
+struct wg_half { unsigned short bits; };
+inline float half_to_float(wg_half h) { _Float16 v; std::memcpy(&v, &h.bits, 2); return (float)v; }
+inline wg_half float_to_half(float f) { _Float16 v = (_Float16)f; wg_half h; std::memcpy(&h.bits, &v, 2); return h; }
