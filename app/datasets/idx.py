@@ -63,9 +63,8 @@ def _images_and_labels(images: Path, labels: Path | None, limit: int, layout: st
     if limit:
         x = x[:limit]
         y = None if y is None else y[:limit]
-    x = x.astype(np.float32)
-    if x.max(initial=0) > 1.0:
-        x /= 255.0  # byte images -> [0, 1]
+    # Byte images are 0..255 by the format's convention; other types are taken as stored.
+    x = x.astype(np.float32) / 255.0 if x.dtype == np.uint8 else x.astype(np.float32)
     x = x[:, None] if x.ndim == 3 else x.transpose(0, 3, 1, 2)  # -> (N, C, H, W)
     if layout == "flat":
         x = x.reshape(len(x), -1)
