@@ -38,11 +38,15 @@ static void wg_launch(const unsigned grid[3], const unsigned block[3], Body body
 inline float atomicAdd(float* address, float value) { float old = *address; *address += value; return old; }
 inline double atomicAdd(double* address, double value) { double old = *address; *address += value; return old; }
 
+using std::isinf;
+using std::isnan;
+
 // CUDA's fast-math intrinsics map to the exact <cmath> functions.
 inline float __expf(float x) { return expf(x); }
 inline float __logf(float x) { return logf(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline float __int_as_float(int bits) { float f; std::memcpy(&f, &bits, 4); return f; }
 inline unsigned int __umulhi(unsigned int a, unsigned int b) {
     return (unsigned int)(((unsigned long long)a * b) >> 32);
 }

@@ -27,6 +27,10 @@ __device__ __forceinline__ float load(const wg_half* p, long i) { return half_to
 __device__ __forceinline__ void store(float* p, long i, float v) { p[i] = v; }
 __device__ __forceinline__ void store(wg_half* p, long i, float v) { p[i] = float_to_half(v); }
 
+// NVRTC has no <cmath>, hence no INFINITY/NAN macros: build them from their bit patterns.
+#define WG_INFINITY __int_as_float(0x7f800000)
+#define WG_NAN __int_as_float(0x7fc00000)
+
 // One thread per output element; a grid smaller than n strides over the rest. Indices are long
 // (64-bit) so tensors past 2**31 elements stay addressable.
 #define GRID_STRIDE_LOOP(i, n) \
