@@ -1,0 +1,86 @@
+"""Validation: every problem of a document as data (never an exception) for the canvas and the CLI."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .document import Document, _parse_document, migrate
+from .errors import DocumentError, Problem, format_problem
+from .shapes import infer_shapes
+
+__all__ = ["Problem", "format_problem", "validate"]
+
+
+def _raw_problems(data: Mapping[str, Any]) -> list[Problem]:
+    """What only the raw dict shows: duplicate ids and wires to nodes that don't exist."""
+    problems: list[Problem] = []
+    nodes = data.get("nodes")
+    ids: list[str] = []
+    if isinstance(nodes, list):
+        ids = [n["id"] for n in nodes if isinstance(n, dict) and isinstance(n.get("id"), str)]
+    seen: set[str] = set()
+    for node_id in ids:
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        count = ids.count(node_id) if len(ids) < 2_000 else sum(1 for i in ids if i == node_id)
+        if count > 1:
+            problems.append(Problem(node_id, None, f"the id {node_id} is used by {count} nodes; "
+                                                   "only the first is kept"))
+    edges = data.get("edges")
+    if isinstance(edges, list):
+        for i, e in enumerate(edges):
+            ends = [e.get(k) for k in ("from", "to")] if isinstance(e, dict) else []
+            if not all(isinstance(end, list) and len(end) == 2 and isinstance(end[0], str) for end in ends):
+                continue
+            missing = [end[0] for end in ends if end[0] not in seen]
+            if ends and missing:
+                present = [end[0] for end in ends if end[0] in seen]
+                problems.append(Problem(present[0] if present else None, None,
+                                        f"edge {i + 1} ({ends[0][0]} -> {ends[1][0]}) is dropped: "
+                                        f"there is no node {missing[0]}"))
+    return problems
+
+
+def validate(doc: Document | Mapping[str, Any],
+             input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None) -> list[Problem]:
+    """All problems of a document (or of a parsed JSON dict, which may be more broken than a
+    loadable Document: unknown types, duplicate ids, dangling wires). Errors then warnings."""
+    problems: list[Problem] = []
+    if not isinstance(doc, Document):
+        try:
+            data = migrate(doc)
+            problems += _raw_problems(data)
+            doc = _parse_document(data, strict=False)
+        except DocumentError as exc:
+            return [*problems, Problem(None, None, str(exc))]
+
+    nodes = doc.nodes.values()
+    inputs = [n.id for n in nodes if n.type == "Input"]
+    outputs = [n.id for n in nodes if n.type == "Output"]
+    if not inputs:
+        problems.append(Problem(None, None, "the graph has no Input node"))
+    if not outputs:
+        problems.append(Problem(None, None, "the graph has no Output node (the loss)"))
+
+    info = infer_shapes(doc, input_shape)
+    problems += info.problems
+
+    g = info.graph
+    reached: set[str] = set(inputs)
+    stack = list(inputs)
+    while stack:
+        for nxt in g.successors(stack.pop()):
+            if nxt not in reached:
+                reached.add(nxt)
+                stack.append(nxt)
+    if inputs:
+        for out in outputs:
+            if out not in reached and info.nodes[out].problem is None:
+                problems.append(Problem(out, None, "no path leads here from an Input node"))
+
+    if len(doc.nodes) > 1:
+        for node_id in info.order:
+            if g.degree(node_id) == 0 and info.nodes[node_id].problem is None:
+                problems.append(Problem(node_id, None, "is not connected to anything", "warning"))
+    return problems
