@@ -7,6 +7,7 @@ kernel's logic against NumPy on machines without a GPU.
     >>> module = EmulatedModule("activations.cu")
     >>> module.launch("relu_forward_f32", grid=(3,), block=(32,), args=(x, y, x.size))
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -41,16 +42,21 @@ _TYPES: dict[str, tuple[type, np.dtype]] = {
 
 def cache_dir() -> Path:
     """Where compiled emulator libraries live: $WIREGRAD_CACHE_DIR or ~/.cache/wiregrad/emulator."""
-    root = os.environ.get("WIREGRAD_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "wiregrad"
+    root = (
+        os.environ.get("WIREGRAD_CACHE_DIR")
+        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "wiregrad"
+    )
     return Path(root) / "emulator"
 
 
 def _launcher_source(entry: EntryPoint) -> str:
     params = ", ".join(f"{p.type} {p.name}" for p in entry.params)
     names = ", ".join(p.name for p in entry.params)
-    return (f'extern "C" void wg_launch_{entry.name}(const unsigned* grid, const unsigned* block'
-            f'{", " if params else ""}{params}) {{\n'
-            f"    wg_launch(grid, block, [&] {{ {entry.name}({names}); }});\n}}\n")
+    return (
+        f'extern "C" void wg_launch_{entry.name}(const unsigned* grid, const unsigned* block'
+        f"{', ' if params else ''}{params}) {{\n"
+        f"    wg_launch(grid, block, [&] {{ {entry.name}({names}); }});\n}}\n"
+    )
 
 
 def _compile(cu_path: Path) -> Path:
@@ -72,14 +78,28 @@ def _compile(cu_path: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as build:
         unit = Path(build) / f"{cu_path.stem}_emulated.cpp"
-        unit.write_text(f'#include "{PRELUDE}"\n#line 1 "{cu_path}"\n{source}\n'
-                        f'#line 1 "{cu_path.stem}_launchers"\n{launchers}')
+        unit.write_text(
+            f'#include "{PRELUDE}"\n#line 1 "{cu_path}"\n{source}\n'
+            f'#line 1 "{cu_path.stem}_launchers"\n{launchers}'
+        )
         built = Path(build) / target.name
-        command = [compiler, "-std=c++17", "-O2", "-shared", "-fPIC", "-fno-fast-math",
-                   # Keep float math float (no x87 excess precision, no contraction into FMAs that
-                   # NumPy's reference does not do) so results are comparable to tight tolerances.
-                   "-ffp-contract=off", "-Wall", "-Wno-unused-function",
-                   f"-I{KERNEL_DIR}", str(unit), "-o", str(built)]
+        command = [
+            compiler,
+            "-std=c++17",
+            "-O2",
+            "-shared",
+            "-fPIC",
+            "-fno-fast-math",
+            # Keep float math float (no x87 excess precision, no contraction into FMAs that
+            # NumPy's reference does not do) so results are comparable to tight tolerances.
+            "-ffp-contract=off",
+            "-Wall",
+            "-Wno-unused-function",
+            f"-I{KERNEL_DIR}",
+            str(unit),
+            "-o",
+            str(built),
+        ]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"emulator build of {cu_path.name} failed:\n{result.stderr}")
@@ -111,8 +131,10 @@ class EmulatedModule:
         if entry is None:
             raise KeyError(f"{self.path.name} has no kernel {name!r}; it has {sorted(self.entries)}")
         if len(args) != len(entry.params):
-            raise TypeError(f"{name} takes {len(entry.params)} arguments ({', '.join(p.name for p in entry.params)}), "
-                            f"got {len(args)}")
+            raise TypeError(
+                f"{name} takes {len(entry.params)} arguments ({', '.join(p.name for p in entry.params)}), "
+                f"got {len(args)}"
+            )
         c_args = [_convert(name, param, value) for param, value in zip(entry.params, args)]
         grid3 = (ctypes.c_uint * 3)(*(tuple(grid) + (1, 1, 1))[:3])
         block3 = (ctypes.c_uint * 3)(*(tuple(block) + (1, 1, 1))[:3])

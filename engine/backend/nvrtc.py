@@ -3,6 +3,7 @@
 NVRTC comes from the ``nvidia-cuda-nvrtc-cu12`` wheel (loaded with ctypes); CuPy's compiler is the
 fallback when that wheel is missing but CuPy is installed. No CUDA device or driver is needed.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -134,8 +135,11 @@ def _check(lib: ctypes.CDLL, status: int, what: str) -> None:
 def _compile_with_nvrtc(source: str, filename: str, options: list[str], target: str) -> bytes:
     lib = _load_nvrtc()
     program = ctypes.c_void_p()
-    _check(lib, lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), filename.encode(),
-                                       0, None, None), "nvrtcCreateProgram")
+    _check(
+        lib,
+        lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), filename.encode(), 0, None, None),
+        "nvrtcCreateProgram",
+    )
     try:
         encoded = [option.encode() for option in options]
         status = lib.nvrtcCompileProgram(program, len(encoded), (ctypes.c_char_p * len(encoded))(*encoded))
@@ -145,8 +149,11 @@ def _compile_with_nvrtc(source: str, filename: str, options: list[str], target: 
             log = ctypes.create_string_buffer(size.value)
             lib.nvrtcGetProgramLog(program, log)
             raise NvrtcError(filename, log.value.decode(errors="replace"))
-        get_size, get_code = (lib.nvrtcGetPTXSize, lib.nvrtcGetPTX) if target == "ptx" else (
-            lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN)
+        get_size, get_code = (
+            (lib.nvrtcGetPTXSize, lib.nvrtcGetPTX)
+            if target == "ptx"
+            else (lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN)
+        )
         size = ctypes.c_size_t()
         _check(lib, get_size(program, ctypes.byref(size)), get_size.__name__)
         code = ctypes.create_string_buffer(size.value)
@@ -169,8 +176,9 @@ def _compile_with_cupy(source: str, filename: str, options: list[str], target: s
     return code if isinstance(code, bytes) else code.encode()
 
 
-def compile_source(source: str, filename: str = "kernel.cu", arch: str = "sm_80",
-                   target: str = "ptx") -> bytes:
+def compile_source(
+    source: str, filename: str = "kernel.cu", arch: str = "sm_80", target: str = "ptx"
+) -> bytes:
     """Compile CUDA source text to PTX (text, NUL-terminated) or CUBIN (ELF) for `arch`.
 
     Raises NvrtcError naming `filename` with the compiler's log when the source does not compile.
