@@ -62,7 +62,7 @@ def _launcher_source(entry: EntryPoint) -> str:
 def _compile(cu_path: Path) -> Path:
     """Build (or reuse from the cache) the shared library for one .cu file; returns its path."""
     source = cu_path.read_text()
-    headers = sorted(KERNEL_DIR.glob("*.h")) + sorted(KERNEL_DIR.glob("*.cuh"))
+    headers = sorted(KERNEL_DIR.glob("*.h"))
     digest = hashlib.sha256(source.encode())
     for header in headers:
         digest.update(header.name.encode() + header.read_bytes())

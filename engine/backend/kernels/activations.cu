@@ -2,7 +2,7 @@
 // each backward fuses the local derivative with the multiply by the incoming gradient (dy * f'(.)),
 // which would otherwise be two to five separate elementwise kernels.
 // Backward takes what PyTorch saves: the output y for ReLU, sigmoid and tanh; the input x otherwise.
-#include "wg_common.cuh"
+#include "wg_common.h"
 
 #define WG_SQRT1_2 0.70710678118654752440f    // 1/sqrt(2)
 #define WG_INV_SQRT_2PI 0.39894228040143267794f  // 1/sqrt(2*pi)

@@ -3,7 +3,7 @@
 // launch shape or thread order. The same (seed, offset) reproduces the mask on any GPU, in the
 // emulator, and in the NumPy reference (tests/kernel_references.py). The caller advances `offset`
 // between calls that share a seed, as PyTorch does with its Philox offset.
-#include "wg_common.cuh"
+#include "wg_common.h"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u

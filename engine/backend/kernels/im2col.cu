@@ -4,7 +4,7 @@
 // col2im is the adjoint (sum of overlapping patches, = torch.nn.functional.fold): conv's input
 // gradient and conv-transpose's forward. It runs one thread per *image* element gathering every
 // column entry that reads it, so it needs no atomics and sums in a fixed order (deterministic).
-#include "wg_common.cuh"
+#include "wg_common.h"
 
 struct ConvGeometry {
     long N, C, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW;

@@ -2,7 +2,7 @@
 // normalisation in float32 too). Reductions are per-thread loops: one thread per channel
 // (batch norm) or per row / per feature column (layer norm) — no shared memory.
 // Null weight/bias pointers mean affine=False (weight 1, bias 0).
-#include "wg_common.cuh"
+#include "wg_common.h"
 
 // Batch norm over x viewed as (N, C, S), S = product of the spatial dims, M = N*S per channel.
 // Pass 1, one thread per channel: grad_bias[c] = sum dy, grad_weight[c] = sum dy * xhat, with

@@ -3,7 +3,7 @@
 // Formulas follow torch.optim.SGD / Adam / AdamW / RMSprop (single-tensor implementations).
 // _f16 variants: float16 params and grads, float32 states, all math in float32; only the
 // parameter write is rounded to float16. A state pointer may be null when its feature is off.
-#include "wg_common.cuh"
+#include "wg_common.h"
 
 // SGD with momentum, dampening, Nesterov and L2 weight decay:
 //   g += wd * p; buf = first_step ? g : momentum * buf + (1 - dampening) * g;

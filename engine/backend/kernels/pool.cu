@@ -2,7 +2,7 @@
 // Forward: one thread per output element. Backward: one thread per *input* element gathering
 // from every window that covers it — no atomics, deterministic sums. OH/OW come from the caller,
 // so ceil_mode is the caller's choice of OH/OW; windows running past the edge are clipped.
-#include "wg_common.cuh"
+#include "wg_common.h"
 
 // Max pool: y = max over the (dilated) window, padding excluded; argmax = h*W + w within the
 // (n, c) plane, as PyTorch's return_indices. NaN wins (the last one), as in PyTorch.

@@ -2,7 +2,7 @@
 // One thread per row (rows = product of the leading dims, cols = last dim; contiguous rows):
 // each thread does its row's max, sum and normalisation in float32, subtracting the row max first
 // so exp never overflows. Fine for our class counts; no shared memory, so the emulator is exact.
-#include "wg_common.cuh"
+#include "wg_common.h"
 
 // Row max and log(sum(exp(x - max))) of one row, both in float32.
 template <typename T> __device__ void row_max_logsumexp(const T* row, long cols, float* max_out, float* lse_out) {

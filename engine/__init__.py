@@ -1,0 +1,279 @@
+"""Wiregrad's deep-learning engine: PyTorch's API on our own strided tensors, autograd and backends."""
+from __future__ import annotations
+
+from . import _strides
+from .autograd.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .backend import device
+from .dtypes import bool_ as bool
+from .dtypes import (
+    dtype,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    promote_types,
+    set_default_dtype,
+    uint8,
+)
+from .dtypes import result_type as _result_type
+from .tensor import Size, Storage, Tensor
+
+half = float16
+float = float32  # noqa: A001 - PyTorch's alias
+double = float64
+long = int64
+int = int32  # noqa: A001
+short = int16
+
+Tensor.__module__ = "engine"
+from .tensor import _install_methods  # noqa: E402
+
+_install_methods()
+
+from . import (
+    autograd,  # noqa: E402
+    cuda,  # noqa: E402
+)
+from .ops.creation import *  # noqa: E402
+from .ops.creation import (  # noqa: E402
+    arange,
+    as_tensor,
+    bernoulli,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    logspace,
+    multinomial,
+    normal,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    randperm,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from .ops.elementwise import (  # noqa: E402
+    abs,
+    acos,
+    add,
+    addcdiv,
+    addcmul,
+    allclose,
+    asin,
+    atan,
+    atan2,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
+    ceil,
+    clamp,
+    clamp_max,
+    clamp_min,
+    clip,
+    clone,
+    cos,
+    cosh,
+    div,
+    divide,
+    eq,
+    equal,
+    erf,
+    exp,
+    exp2,
+    expm1,
+    floor,
+    floor_divide,
+    fmod,
+    frac,
+    ge,
+    greater,
+    greater_equal,
+    gt,
+    isclose,
+    isfinite,
+    isinf,
+    isnan,
+    le,
+    lerp,
+    less,
+    less_equal,
+    log,
+    log1p,
+    log2,
+    log10,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    lt,
+    maximum,
+    minimum,
+    mul,
+    multiply,
+    nan_to_num,
+    ne,
+    neg,
+    negative,
+    not_equal,
+    pow,
+    reciprocal,
+    relu,
+    remainder,
+    round,
+    rsqrt,
+    rsub,
+    sigmoid,
+    sign,
+    sin,
+    sinh,
+    sqrt,
+    square,
+    sub,
+    subtract,
+    tan,
+    tanh,
+    true_divide,
+    trunc,
+    where,
+)
+from .ops.indexing import (  # noqa: E402
+    argwhere,
+    gather,
+    index_add,
+    index_put,
+    index_select,
+    masked_fill,
+    masked_select,
+    nonzero,
+    scatter,
+    scatter_add,
+    take,
+    take_along_dim,
+)
+from .ops.linalg import addmm, baddbmm, bmm, dot, einsum, inner, matmul, mm, mv, outer  # noqa: E402
+from .ops.reduce import (  # noqa: E402
+    all,
+    amax,
+    amin,
+    any,
+    argmax,
+    argmin,
+    count_nonzero,
+    cumprod,
+    cumsum,
+    log_softmax,
+    logsumexp,
+    max,
+    mean,
+    min,
+    norm,
+    prod,
+    softmax,
+    std,
+    std_mean,
+    sum,
+    var,
+    var_mean,
+)
+from .ops.shape import (  # noqa: E402
+    cat,
+    concat,
+    concatenate,
+    diag,
+    flip,
+    fliplr,
+    flipud,
+    hstack,
+    meshgrid,
+    repeat_interleave,
+    roll,
+    stack,
+    tile,
+    tril,
+    triu,
+    vstack,
+)
+from .ops.sort import argsort, bincount, kthvalue, median, searchsorted, sort, topk, unique  # noqa: E402
+from .ops.views import (  # noqa: E402
+    as_strided,
+    broadcast_tensors,
+    broadcast_to,
+    chunk,
+    diagonal,
+    expand_as,
+    flatten,
+    moveaxis,
+    movedim,
+    narrow,
+    permute,
+    reshape,
+    select,
+    split,
+    squeeze,
+    swapaxes,
+    swapdims,
+    t,
+    tensor_split,
+    transpose,
+    unbind,
+    unflatten,
+    unsqueeze,
+)
+from .random import (  # noqa: E402
+    Generator,
+    default_generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
+
+negative = neg  # noqa: F811
+
+
+def broadcast_shapes(*shapes):
+    return Size(_strides.broadcast_shapes(*(tuple(s) if not isinstance(s, builtins_int) else (s,) for s in shapes)))
+
+
+import builtins as _builtins  # noqa: E402
+
+builtins_int = _builtins.int
+
+
+def is_tensor(obj) -> _builtins.bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(t: Tensor) -> builtins_int:
+    return t.numel()
+
+
+def is_floating_point(t: Tensor) -> _builtins.bool:
+    return t.is_floating_point()
+
+
+def result_type(a, b):
+    return _result_type(a, b)
+
+
+def can_cast(from_, to) -> _builtins.bool:
+    return from_._cat <= to._cat
+
+
+__version__ = "0.1.0"

@@ -1,0 +1,277 @@
+"""Pure stride arithmetic, in elements: contiguity, broadcasting and the geometry of every view op.
+
+Nothing here touches an array; each function maps (shape, strides, offset) to a new geometry.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+Shape = tuple[int, ...]
+
+
+@lru_cache(maxsize=4096)
+def contiguous_strides(shape: Shape) -> Shape:
+    strides = []
+    acc = 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def numel(shape: Shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def is_contiguous(shape: Shape, strides: Shape) -> bool:
+    """Like PyTorch: dimensions of size 1 may have any stride; empty tensors are contiguous."""
+    expected = 1
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n == 0:
+            return True
+        if n != 1:
+            if s != expected:
+                return False
+            expected *= n
+    return True
+
+
+def wrap_dim(dim: int, ndim: int) -> int:
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    if dim < lo or dim > hi:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {dim})")
+    return dim + max(ndim, 1) if dim < 0 else dim
+
+
+def wrap_dims(dims, ndim: int) -> tuple[int, ...]:
+    out = tuple(wrap_dim(d, ndim) for d in dims)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"dim {out} appears multiple times in the list of dims")
+    return out
+
+
+def broadcast_shapes(*shapes: Shape) -> Shape:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, n in enumerate(s):
+            j = ndim - len(s) + i
+            if out[j] == 1:
+                out[j] = n
+            elif n != 1 and n != out[j]:
+                raise RuntimeError(
+                    f"The size of tensor a ({out[j]}) must match the size of tensor b ({n}) at non-singleton "
+                    f"dimension {i}. Shapes: {' and '.join(str(tuple(x)) for x in shapes)}")
+    return tuple(out)
+
+
+def infer_size(shape, total: int) -> Shape:
+    """Resolve a single -1 in a requested shape."""
+    shape = tuple(int(s) for s in shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    if any(s < -1 for s in shape):
+        raise RuntimeError(f"invalid shape dimension {min(shape)}")
+    known = numel(tuple(s for s in shape if s != -1))
+    if neg:
+        if known == 0 or total % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {total}")
+        shape = shape[: neg[0]] + (total // known,) + shape[neg[0] + 1:]
+    elif known != total:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {total}")
+    return shape
+
+
+def view_strides(shape: Shape, strides: Shape, new_shape: Shape) -> Shape | None:
+    """Strides for viewing (shape, strides) as new_shape without a copy, or None when impossible.
+
+    Groups of old dimensions that are contiguous among themselves can be re-split freely
+    (PyTorch's computeStride)."""
+    if numel(shape) == 0:
+        return contiguous_strides(new_shape)
+    if not shape:
+        return tuple(1 for _ in new_shape)
+    new_strides = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base_stride = strides[-1]
+    tensor_numel = 1
+    view_numel = 1
+    for d in range(len(shape) - 1, -1, -1):
+        tensor_numel *= shape[d]
+        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_base_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new_strides[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                chunk_base_stride = strides[d - 1]
+                tensor_numel = 1
+                view_numel = 1
+    if view_d != -1:
+        return None
+    return tuple(new_strides)
+
+
+def permute(shape: Shape, strides: Shape, dims) -> tuple[Shape, Shape]:
+    nd = len(shape)
+    if len(dims) != nd:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
+                           f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal "
+                           f"to len(dims) = {len(dims)}")
+    dims = wrap_dims(dims, nd)
+    return tuple(shape[d] for d in dims), tuple(strides[d] for d in dims)
+
+
+def transpose(shape: Shape, strides: Shape, d0: int, d1: int) -> tuple[Shape, Shape]:
+    nd = len(shape)
+    if nd == 0:
+        wrap_dim(d0, 0), wrap_dim(d1, 0)
+        return shape, strides
+    d0, d1 = wrap_dim(d0, nd), wrap_dim(d1, nd)
+    sh, st = list(shape), list(strides)
+    sh[d0], sh[d1] = sh[d1], sh[d0]
+    st[d0], st[d1] = st[d1], st[d0]
+    return tuple(sh), tuple(st)
+
+
+def expand(shape: Shape, strides: Shape, sizes) -> tuple[Shape, Shape]:
+    sizes = tuple(int(s) for s in sizes)
+    if len(sizes) < len(shape):
+        raise RuntimeError(f"expand(torch.FloatTensor{{{list(shape)}}}, size=[{', '.join(map(str, sizes))}]): the "
+                           f"number of sizes provided ({len(sizes)}) must be greater or equal to the number of "
+                           f"dimensions in the tensor ({len(shape)})")
+    lead = len(sizes) - len(shape)
+    out_sh, out_st = [], []
+    for i, n in enumerate(sizes):
+        if i < lead:
+            if n < 0:
+                raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                                   f"non-existing dimension {i}")
+            out_sh.append(n)
+            out_st.append(0)
+            continue
+        old, st = shape[i - lead], strides[i - lead]
+        if n == -1:
+            n = old
+        if old == n:
+            out_sh.append(n)
+            out_st.append(st)
+        elif old == 1:
+            out_sh.append(n)
+            out_st.append(0)
+        else:
+            raise RuntimeError(f"The expanded size of the tensor ({n}) must match the existing size ({old}) at "
+                               f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
+                               f"{list(shape)}")
+    return tuple(out_sh), tuple(out_st)
+
+
+def squeeze(shape: Shape, strides: Shape, dims=None) -> tuple[Shape, Shape]:
+    nd = len(shape)
+    if dims is None:
+        keep = [i for i in range(nd) if shape[i] != 1]
+    else:
+        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+        drop = set(wrap_dims(dims, nd)) if nd else set()
+        keep = [i for i in range(nd) if not (i in drop and shape[i] == 1)]
+    return tuple(shape[i] for i in keep), tuple(strides[i] for i in keep)
+
+
+def unsqueeze(shape: Shape, strides: Shape, dim: int) -> tuple[Shape, Shape]:
+    dim = wrap_dim(dim, len(shape) + 1)
+    st = strides[dim] * shape[dim] if dim < len(shape) else 1
+    return shape[:dim] + (1,) + shape[dim:], strides[:dim] + (st,) + strides[dim:]
+
+
+def narrow(shape: Shape, strides: Shape, offset: int, dim: int, start: int, length: int):
+    dim = wrap_dim(dim, len(shape))
+    n = shape[dim]
+    if start < 0:
+        start += n
+    if not 0 <= start <= n or length < 0 or start + length > n:
+        raise IndexError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return shape[:dim] + (length,) + shape[dim + 1:], strides, offset + start * strides[dim]
+
+
+def unfold(shape: Shape, strides: Shape, dim: int, size: int, step: int) -> tuple[Shape, Shape]:
+    nd = len(shape)
+    dim = wrap_dim(dim, nd) if nd else 0
+    n = shape[dim] if nd else 1
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {dim} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    count = (n - size) // step + 1
+    st = strides[dim] if nd else 1
+    if not nd:
+        return (count, size), (st * step, st)
+    return (shape[:dim] + (count,) + shape[dim + 1:] + (size,),
+            strides[:dim] + (st * step,) + strides[dim + 1:] + (st,))
+
+
+def flatten(shape: Shape, start: int, end: int) -> Shape:
+    nd = len(shape)
+    if nd == 0:
+        return (1,)
+    start, end = wrap_dim(start, nd), wrap_dim(end, nd)
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    return shape[:start] + (numel(shape[start:end + 1]),) + shape[end + 1:]
+
+
+def basic_index(shape: Shape, strides: Shape, offset: int, index: tuple):
+    """Geometry of x[index] for ints, slices with positive steps, None and Ellipsis."""
+    n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
+    if n_real > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    if sum(1 for i in index if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    out_sh, out_st = [], []
+    d = 0
+    for idx in index:
+        if idx is None:
+            # the stride unsqueeze would give here: the next source dim's extent, or 1 past the end
+            out_sh.append(1)
+            out_st.append(strides[d] * shape[d] if d < len(shape) else 1)
+        elif idx is Ellipsis:
+            k = len(shape) - n_real
+            out_sh.extend(shape[d:d + k])
+            out_st.extend(strides[d:d + k])
+            d += k
+        elif isinstance(idx, slice):
+            n = shape[d]
+            step = 1 if idx.step is None else int(idx.step)
+            if step <= 0:
+                raise ValueError("step must be greater than zero")
+            start, stop, _ = slice(idx.start, idx.stop, 1).indices(n)
+            length = max(0, (stop - start + step - 1) // step)
+            if length:
+                offset += start * strides[d]
+            out_sh.append(length)
+            out_st.append(strides[d] * step)
+            d += 1
+        else:
+            i = int(idx)
+            n = shape[d]
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for dimension {d} with size {n}")
+            offset += (i + n if i < 0 else i) * strides[d]
+            d += 1
+    out_sh.extend(shape[d:])
+    out_st.extend(strides[d:])
+    return tuple(out_sh), tuple(out_st), offset
+
+
+def max_offset(shape: Shape, strides: Shape, offset: int) -> int:
+    """Largest storage index touched by a view, or offset-1 for an empty view."""
+    if numel(shape) == 0:
+        return offset - 1
+    return offset + sum((n - 1) * s for n, s in zip(shape, strides))

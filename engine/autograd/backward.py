@@ -1,0 +1,264 @@
+"""The backward scheduler: dependency counting over the graph, iterative (no recursion limit)."""
+from __future__ import annotations
+
+import heapq
+import sys
+import warnings
+
+from .function import AccumulateGrad
+from .grad_mode import state
+
+
+def _sum_to(grad, shape):
+    """Reduce a broadcast gradient back to an input's shape (differentiable)."""
+    from ..ops.reduce import sum_to_size
+
+    return sum_to_size(grad, shape)
+
+
+def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool):
+    var = node.variable
+    if var is None or grad is None:
+        return
+    if node._pre_hooks:
+        for _, fn in list(node._pre_hooks):
+            r = fn(grad)
+            if r is not None:
+                grad = r
+    if var.grad is None:
+        if create_graph:
+            var.grad = grad
+        else:
+            # Steal a freshly computed gradient; copy one that anything else could still see or write.
+            g = grad.detach()
+            if (grad._base is not None or not grad.is_contiguous() or sys.getrefcount(grad) > 3
+                    or sys.getrefcount(grad._storage) > 3 or g._shape != var._shape):
+                g = grad.detach().clone() if g._shape == var._shape else grad.detach().expand(var._shape).clone()
+            var.grad = g
+    elif create_graph or var.grad.requires_grad:
+        var.grad = var.grad + grad
+    else:
+        from .grad_mode import no_grad
+
+        with no_grad():
+            var.grad.add_(grad.detach())
+    if node._hooks:
+        for fn in list(node._hooks):
+            fn((), (grad,))
+
+
+def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inputs=None,
+                 allow_unused: bool = False, accumulate: bool = True):
+    """roots: list of (node, output_nr). Returns the captured gradients for `inputs` (or None)."""
+    from ..tensor import Tensor
+
+    # Where to capture: a non-leaf input's grad is what arrives at (grad_fn, output_nr).
+    capture = {}
+    if inputs is not None:
+        for i, t in enumerate(inputs):
+            if not isinstance(t, Tensor):
+                raise TypeError("inputs to autograd.grad must be Tensors")
+            if not t.requires_grad:
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+            capture.setdefault(t._grad_edge(), []).append(i)
+    captured = [None] * (len(inputs) if inputs is not None else 0)
+
+    # 1. dependency counts over every node reachable from the roots
+    deps: dict = {}
+    order = []
+    seen = set()
+    stack = [n for n, _ in roots]
+    for n in stack:
+        seen.add(n)
+    while stack:
+        n = stack.pop()
+        order.append(n)
+        for nx in n.next_functions:
+            if nx is None:
+                continue
+            nxn = nx[0]
+            deps[nxn] = deps.get(nxn, 0) + 1
+            if nxn not in seen:
+                seen.add(nxn)
+                stack.append(nxn)
+
+    # 2. with explicit inputs, only nodes on a path to one of them run
+    needed = None
+    if inputs is not None:
+        targets = {n for n, _ in capture}
+        needed = set()
+        # reverse topological: process in an order where children come before parents
+        pending = dict(deps)
+        ready = [n for n, _ in roots if pending.get(n, 0) == 0]
+        topo = []
+        seen_r = set()
+        while ready:
+            n = ready.pop()
+            if n in seen_r:
+                continue
+            seen_r.add(n)
+            topo.append(n)
+            for nx in n.next_functions:
+                if nx is None:
+                    continue
+                pending[nx[0]] -= 1
+                if pending[nx[0]] == 0:
+                    ready.append(nx[0])
+        for n in reversed(topo):
+            if n in targets or any(nx is not None and nx[0] in needed for nx in n.next_functions):
+                needed.add(n)
+
+    buffers: dict = {}
+    for (node, nr), g in zip(roots, grad_roots):
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * node._n_outputs
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+    heap = []
+    for node in {n for n, _ in roots}:
+        if deps.get(node, 0) == 0:
+            heapq.heappush(heap, (-node._seq, node))
+
+    prev_mode = state.grad_enabled
+    state.grad_enabled = create_graph
+    try:
+        while heap:
+            _, node = heapq.heappop(heap)
+            buf = buffers.pop(node, None) or [None] * node._n_outputs
+
+            # tensor hooks registered on outputs of this node, then retain_grad
+            if node._pre_hooks:
+                for nr, fn in list(node._pre_hooks):
+                    if nr is None:
+                        r = fn(tuple(buf))
+                        if r is not None:
+                            buf = list(r)
+                    elif buf[nr] is not None:
+                        r = fn(buf[nr])
+                        if r is not None:
+                            buf[nr] = r
+
+            if capture:
+                for nr in range(len(buf)):
+                    idxs = capture.get((node, nr))
+                    if idxs:
+                        for i in idxs:
+                            captured[i] = buf[nr]
+
+            if isinstance(node, AccumulateGrad):
+                if accumulate:
+                    _accumulate_into_leaf(node, buf[0], create_graph)
+                continue
+            if needed is not None and node not in needed:
+                _release_children(node, deps, heap)
+                continue
+
+            if all(g is None for g in buf):
+                grads = (None,) * len(node.next_functions)
+            else:
+                if node.__dict__.get("_materialize", True):
+                    buf = _materialize(node, buf)
+                grads = type(node).backward(node, *buf)
+                if not isinstance(grads, tuple):
+                    grads = (grads,)
+                grads = _check_grads(node, grads)
+                if state.anomaly or node._trace is not None:
+                    _anomaly_check(node, grads)
+                if node._hooks:
+                    for fn in list(node._hooks):
+                        r = fn(grads, tuple(buf))
+                        if r is not None:
+                            grads = tuple(r)
+            if not retain_graph:
+                node._release()
+
+            for nx, g in zip(node.next_functions, grads):
+                if nx is None:
+                    continue
+                nxn, nr = nx
+                if g is not None:
+                    b = buffers.get(nxn)
+                    if b is None:
+                        b = buffers[nxn] = [None] * nxn._n_outputs
+                    b[nr] = g if b[nr] is None else b[nr] + g
+                deps[nxn] -= 1
+                if deps[nxn] == 0:
+                    heapq.heappush(heap, (-nxn._seq, nxn))
+    finally:
+        state.grad_enabled = prev_mode
+
+    if inputs is not None:
+        for i, g in enumerate(captured):
+            if g is None and not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the "
+                                   "graph. Set allow_unused=True if this is the desired behavior.")
+        return tuple(captured)
+    return None
+
+
+def _release_children(node, deps, heap):
+    for nx in node.next_functions:
+        if nx is None:
+            continue
+        deps[nx[0]] -= 1
+        if deps[nx[0]] == 0:
+            heapq.heappush(heap, (-nx[0]._seq, nx[0]))
+
+
+def _materialize(node, buf):
+    """Missing output gradients become zeros (PyTorch's materialize_grads default)."""
+    if all(g is not None for g in buf):
+        return buf
+    from ..tensor import Tensor  # noqa: F401
+
+    out = list(buf)
+    ref = next(g for g in buf if g is not None)
+    shapes = node.__dict__.get("_out_shapes")
+    for i, g in enumerate(out):
+        if g is None and shapes is not None:
+            from .. import zeros
+
+            out[i] = zeros(shapes[i], dtype=ref.dtype, device=ref.device)
+    return out
+
+
+def _check_grads(node, grads):
+    n_in = len(node.next_functions)
+    if len(grads) < n_in:
+        grads = tuple(grads) + (None,) * (n_in - len(grads))
+    elif len(grads) > n_in:
+        if any(g is not None for g in grads[n_in:]):
+            raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                               f"(expected {n_in}, got {len(grads)})")
+        grads = grads[:n_in]
+    out = list(grads)
+    for i, (nx, g) in enumerate(zip(node.next_functions, grads)):
+        if nx is None or g is None:
+            out[i] = None
+            continue
+        shape, dtype = node._input_meta[i]
+        if g._shape != shape:
+            try:
+                g = _sum_to(g, shape)
+            except RuntimeError:
+                raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - got "
+                                   f"{list(g._shape)} but expected shape compatible with {list(shape)}") from None
+        if g._dtype is not dtype and dtype.is_floating_point:
+            g = g.to(dtype)
+        out[i] = g
+    return tuple(out)
+
+
+def _anomaly_check(node, grads):
+    from ..ops.elementwise import _has_nan
+
+    for i, g in enumerate(grads):
+        if g is not None and _has_nan(g):
+            if node._trace:
+                warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused the "
+                              f"error:\n{''.join(node._trace)}", RuntimeWarning, stacklevel=2)
+            scope = f" (in layer '{node.scope}')" if node.scope else ""
+            err = RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.{scope}")
+            err.node = node
+            raise err

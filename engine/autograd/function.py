@@ -1,0 +1,266 @@
+"""Graph nodes: Function (an op's forward and backward side by side; its instance is the ctx) and AccumulateGrad."""
+from __future__ import annotations
+
+import itertools
+import traceback
+import weakref
+
+from .grad_mode import state
+
+_seq = itertools.count()
+
+FREED_MSG = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after they have "
+    "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+    "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
+    "if you need to access saved tensors after calling backward.")
+
+
+class Node:
+    """A node of the backward graph. `next_functions[i]` is (node, output_nr) for forward input i."""
+
+    __slots__ = ("next_functions", "_input_meta", "_seq", "scope", "_pre_hooks", "_hooks", "_freed",
+                 "_trace", "_n_outputs", "__weakref__", "__dict__")
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) runs after this node's backward; may return new grad_inputs."""
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(fn)
+        return _RemovableHandle(self._hooks, fn)
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) runs before this node's backward; may return new grad_outputs."""
+        return self._add_pre_hook(None, fn)
+
+    def _add_pre_hook(self, output_nr, fn):
+        if self._pre_hooks is None:
+            self._pre_hooks = []
+        entry = (output_nr, fn)
+        self._pre_hooks.append(entry)
+        return _RemovableHandle(self._pre_hooks, entry)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+
+class _RemovableHandle:
+    def __init__(self, container, item):
+        self._container = container
+        self._item = item
+
+    def remove(self):
+        try:
+            self._container.remove(self._item)
+        except ValueError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class _NoGradCtx:
+    """Stand-in ctx when no graph is recorded: saving is a no-op."""
+
+    needs_input_grad = ()
+
+    def save_for_backward(self, *tensors):
+        pass
+
+    def mark_non_differentiable(self, *args):
+        pass
+
+    def mark_dirty(self, *args):
+        pass
+
+    def set_materialize_grads(self, value):
+        pass
+
+
+class Function(Node):
+    """An autograd op. Subclasses define static `forward(ctx, *args)` and `backward(ctx, *grads)`.
+
+    Internal ops set `_raw = True`: their forward reads backend arrays (`t._arr`) and returns arrays.
+    User subclasses (PyTorch style) compute with Tensors; their forward runs under no_grad."""
+
+    _raw = False
+    _save_output = False  # keep the (first) output for backward, without a reference cycle
+
+    # --- ctx API -------------------------------------------------------------------------
+    def save_for_backward(self, *tensors):
+        self._saved = tensors
+        self._saved_versions = tuple(t._storage.version if t is not None else 0 for t in tensors)
+
+    @property
+    def saved_tensors(self):
+        if self._freed:
+            raise RuntimeError(FREED_MSG)
+        saved = self.__dict__.get("_saved", ())
+        for t, v in zip(saved, self._saved_versions):
+            if t is not None and t._storage.version != v:
+                grad_fn = t.grad_fn.name() if t.grad_fn is not None else None
+                where = f", which is output {t._output_nr} of {grad_fn}," if grad_fn else ""
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{t._dtype.name} tensor {list(t._shape)}]{where} is at version "
+                    f"{t._storage.version}; expected version {v} instead. (saved by {self.name()})")
+        return saved
+
+    @property
+    def saved_output(self):
+        """The op's output, re-linked to this node (PyTorch's saved-output trick: no cycle)."""
+        if self._freed:
+            raise RuntimeError(FREED_MSG)
+        out, version = self._out
+        if out._storage.version != version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: the output of {self.name()} is at version {out._storage.version}; expected "
+                f"version {version} instead.")
+        alias = out._alias()
+        alias._rg = True
+        alias.grad_fn = self
+        return alias
+
+    def mark_non_differentiable(self, *outputs):
+        self._nondiff = set(id(o) for o in outputs)
+
+    def mark_dirty(self, *args):
+        pass
+
+    def set_materialize_grads(self, value: bool):
+        self._materialize = value
+
+    # --- Node API ------------------------------------------------------------------------
+    def name(self) -> str:
+        return type(self).__name__ + "Backward0"
+
+    def _release(self):
+        self._freed = True
+        d = self.__dict__
+        d.pop("_saved", None)
+        d.pop("_out", None)
+
+    @classmethod
+    def _new_node(cls, args):
+        """A graph node for `args` without running forward (in-place ops and views rewire history with it)."""
+        from ..tensor import Tensor
+
+        node = cls.__new__(cls)
+        node._freed = False
+        node._pre_hooks = node._hooks = None
+        node._seq = next(_seq)
+        node.scope = state.scope
+        node._trace = traceback.format_stack()[:-2] if state.anomaly else None
+        nf = []
+        meta = []
+        nig = []
+        for a in args:
+            if isinstance(a, Tensor):
+                meta.append((a._shape, a._dtype))
+                if a.requires_grad:
+                    nf.append(a._grad_edge())
+                    nig.append(True)
+                    continue
+            else:
+                meta.append(None)
+            nf.append(None)
+            nig.append(False)
+        node.next_functions = tuple(nf)
+        node._input_meta = meta
+        node.needs_input_grad = tuple(nig)
+        node._n_outputs = 1
+        return node
+
+    @classmethod
+    def apply(cls, *args):
+        from ..tensor import Tensor, _wrap_array
+
+        needs = False
+        if state.grad_enabled:
+            for a in args:
+                if a.__class__ is Tensor or isinstance(a, Tensor):
+                    if a.requires_grad:
+                        needs = True
+                        break
+        if not needs:
+            if cls._raw:
+                out = cls.forward(_NoGradCtx(), *args)
+            else:
+                prev = state.grad_enabled
+                state.grad_enabled = False
+                try:
+                    out = cls.forward(_NoGradCtx(), *args)
+                finally:
+                    state.grad_enabled = prev
+            if isinstance(out, tuple):
+                return tuple(o if isinstance(o, Tensor) or o is None else _wrap_array(o) for o in out)
+            return out if isinstance(out, Tensor) else _wrap_array(out)
+
+        node = cls._new_node(args)
+        if cls._raw:
+            out = cls.forward(node, *args)
+        else:
+            prev = state.grad_enabled
+            state.grad_enabled = False
+            try:
+                out = cls.forward(node, *args)
+            finally:
+                state.grad_enabled = prev
+        single = not isinstance(out, tuple)
+        outs = (out,) if single else out
+        nondiff = node.__dict__.get("_nondiff", ())
+        wrapped = []
+        for i, o in enumerate(outs):
+            if o is None:
+                wrapped.append(None)
+                continue
+            diff = id(o) not in nondiff
+            if isinstance(o, Tensor):
+                if not cls._raw:
+                    # A user forward may return an input or a tensor built under no_grad: alias it.
+                    o = o._alias()
+            else:
+                o = _wrap_array(o)
+            if diff and o._dtype.is_floating_point:
+                o._rg = True
+                o.grad_fn = node
+                o._output_nr = i
+            wrapped.append(o)
+        node._n_outputs = len(outs)
+        if not single:
+            node._out_shapes = [o._shape if o is not None else None for o in wrapped]
+        if cls._save_output:
+            first = wrapped[0]
+            node._out = (first._alias(), first._storage.version)
+        return wrapped[0] if single else tuple(wrapped)
+
+
+class AccumulateGrad(Node):
+    """Sink for a leaf tensor's gradient: runs its hooks, then accumulates into `.grad`."""
+
+    __slots__ = ("_variable",)
+
+    def __init__(self, tensor):
+        self._variable = weakref.ref(tensor)
+        self.next_functions = ()
+        self._input_meta = [(tensor._shape, tensor._dtype)]
+        self._seq = next(_seq)
+        self.scope = None
+        self._pre_hooks = self._hooks = None
+        self._freed = False
+        self._trace = None
+        self._n_outputs = 1
+
+    @property
+    def variable(self):
+        return self._variable()
+
+    def name(self) -> str:
+        return "AccumulateGrad"

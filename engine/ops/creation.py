@@ -1,0 +1,348 @@
+"""Factories: tensor (copies), as_tensor/from_numpy (share), zeros/ones/full/empty(+_like), ranges, random."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as D
+from ..backend import CPU, as_device, backend_for
+from ..random import default_generator
+from ..tensor import Tensor, _wrap_array
+
+
+def _size(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = tuple(int(s) for s in size)
+    if any(s < 0 for s in out):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(out)}: {list(out)}")
+    return out
+
+
+def _finish(arr, device, requires_grad) -> Tensor:
+    dev = as_device(device)
+    if dev.type != "cpu":
+        arr = backend_for(dev).from_numpy(arr)
+    t = _wrap_array(arr)
+    if dev.type != "cpu":
+        t._storage.device = dev if dev.index is not None else as_device(f"cuda:{0}")
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_dtype(data) -> D.dtype:
+    """PyTorch's rule for Python data: bools -> bool, ints -> int64, any float -> default float."""
+    kinds = set()
+
+    def walk(x):
+        if isinstance(x, Tensor):
+            kinds.add(x._dtype)
+        elif isinstance(x, (list, tuple)):
+            for y in x:
+                walk(y)
+        elif isinstance(x, (bool, np.bool_)):
+            kinds.add(D.bool_)
+        elif isinstance(x, (int, np.integer)):
+            kinds.add(D.int64)
+        elif isinstance(x, (float, np.floating)):
+            kinds.add(D.get_default_dtype())
+        else:
+            raise TypeError(f"Could not infer dtype of {type(x).__name__}")
+
+    walk(data)
+    if not kinds:
+        return D.get_default_dtype()
+    out = None
+    for k in kinds:
+        out = k if out is None else D.promote_types(out, k)
+    return out
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """Copies `data` (a number, nested lists, a NumPy array or a Tensor) into a new leaf tensor."""
+    if isinstance(data, Tensor):
+        arr = data.detach().numpy(force=True).copy()
+        dt = D.as_dtype(dtype) if dtype is not None else data._dtype
+        device = device if device is not None else data.device
+    elif isinstance(data, np.ndarray):
+        dt = D.as_dtype(dtype) if dtype is not None else D.from_numpy(data.dtype)
+        arr = np.array(data, dtype=dt.np, copy=True)
+    elif hasattr(data, "__cuda_array_interface__"):
+        arr = data.get()
+        dt = D.as_dtype(dtype) if dtype is not None else D.from_numpy(arr.dtype)
+    else:
+        dt = D.as_dtype(dtype) if dtype is not None else _infer_dtype(data)
+        if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+            data = _tensors_to_lists(data)
+        try:
+            arr = np.array(data, dtype=dt.np)
+        except ValueError as e:
+            raise ValueError(f"expected sequence of equal-length lists ({e})") from None
+    if arr.dtype != dt.np:
+        arr = arr.astype(dt.np)
+    return _finish(np.ascontiguousarray(arr), device, requires_grad)
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _flat(y)
+    else:
+        yield x
+
+
+def _tensors_to_lists(x):
+    if isinstance(x, Tensor):
+        return x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [_tensors_to_lists(y) for y in x]
+    return x
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Shares memory with a NumPy array or tensor when dtype and device allow; copies otherwise."""
+    if isinstance(data, Tensor):
+        return data.to(device=device if device is not None else data.device,
+                       dtype=D.as_dtype(dtype) if dtype is not None else data.dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or D.as_dtype(dtype).np == data.dtype) \
+            and as_device(device).type == "cpu":
+        return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    """Shares memory with `arr` (writes show through both ways)."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
+    D.from_numpy(arr.dtype)  # raises for unsupported dtypes
+    if arr.flags.c_contiguous:
+        return _wrap_array(arr)
+    # share a strided array: find its base buffer and express the strides in elements
+    it = arr.itemsize
+    if any(s % it for s in arr.strides) or any(s < 0 for s in arr.strides):
+        raise ValueError("At least one stride in the given numpy array is negative or not a multiple of the element "
+                         "size; this is not supported. (You can probably work around this by making a copy of your "
+                         "array with array.copy().)")
+    from .. import _strides as S
+    from ..tensor import Storage
+
+    base = arr
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    start = (arr.__array_interface__["data"][0] - base.__array_interface__["data"][0])
+    flat = np.ndarray((base.nbytes // it,), arr.dtype, buffer=base, offset=0) if base.flags.c_contiguous else None
+    if flat is None or start % it:
+        return _wrap_array(np.ascontiguousarray(arr))
+    t = _wrap_array(np.zeros(0, dtype=arr.dtype))
+    t._storage = Storage(flat)
+    t._shape = arr.shape
+    t._strides = tuple(s // it for s in arr.strides)
+    t._offset = start // it
+    t._arr = arr
+    assert S.max_offset(t._shape, t._strides, t._offset) < flat.size
+    return t
+
+
+def _dt(dtype) -> D.dtype:
+    return D.as_dtype(dtype) if dtype is not None else D.get_default_dtype()
+
+
+def _xp(device):
+    return backend_for(as_device(device)).xp if device is not None and as_device(device).type != "cpu" else np
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
+    return _finish(np.zeros(_size(size), dtype=_dt(dtype).np), device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(np.ones(_size(size), dtype=_dt(dtype).np), device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False,
+          memory_format=None) -> Tensor:
+    return _finish(np.empty(_size(size), dtype=_dt(dtype).np), device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    if dtype is None:
+        dtype = D.scalar_dtype(fill_value) if not isinstance(fill_value, Tensor) else fill_value.dtype
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return _finish(np.full(_size((size,) if isinstance(size, int) else (size,)), fill_value,
+                           dtype=D.as_dtype(dtype).np), device, requires_grad)
+
+
+def _like(t: Tensor, dtype, device):
+    return (D.as_dtype(dtype) if dtype is not None else t._dtype), (device if device is not None else t.device)
+
+
+def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
+    dt, dev = _like(input, dtype, device)
+    return zeros(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
+    dt, dev = _like(input, dtype, device)
+    return ones(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
+    dt, dev = _like(input, dtype, device)
+    return empty(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, memory_format=None):
+    dt, dev = _like(input, dtype, device)
+    return full(input._shape, fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    start, end, step = vals
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) / step < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    if dtype is None:
+        dtype = D.int64 if all(isinstance(v, int) for v in vals) else D.get_default_dtype()
+    dt = D.as_dtype(dtype)
+    n = int(np.ceil((end - start) / step))
+    arr = (start + np.arange(n, dtype=np.float64 if dt.is_floating_point else np.int64) * step).astype(dt.np)
+    return _finish(arr, device, requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dt = _dt(dtype)
+    arr = np.linspace(start, end, int(steps), dtype=np.float64).astype(dt.np)
+    return _finish(arr, device, requires_grad)
+
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad=False):
+    dt = _dt(dtype)
+    arr = np.logspace(start, end, int(steps), base=base, dtype=np.float64).astype(dt.np)
+    return _finish(arr, device, requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _finish(np.eye(n, m if m is not None else n, dtype=_dt(dtype).np), device, requires_grad)
+
+
+def _gen(generator):
+    return generator if generator is not None else default_generator
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dt = _dt(dtype)
+    return _finish(_gen(generator).uniform(_size(size), dt.np), device, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dt = _dt(dtype)
+    return _finish(_gen(generator).normal(_size(size), dt.np), device, requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing required argument 'size'")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    dt = D.as_dtype(dtype) if dtype is not None else D.int64
+    return _finish(_gen(generator).integers(low, high, _size((size,)), np.int64).astype(dt.np), device,
+                   requires_grad)
+
+
+def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dt = D.as_dtype(dtype) if dtype is not None else D.int64
+    return _finish(_gen(generator).permutation(int(n)).astype(dt.np), device, requires_grad)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        ref = mean if isinstance(mean, Tensor) else std
+        shape = np.broadcast_shapes(np.shape(mean._arr if isinstance(mean, Tensor) else mean),
+                                    np.shape(std._arr if isinstance(std, Tensor) else std))
+        z = _finish(_gen(generator).normal(shape, ref._dtype.np), ref.device, False)
+        return z * std + mean
+    if size is None:
+        raise TypeError("normal() with scalar mean and std needs a size")
+    dt = _dt(dtype)
+    z = _gen(generator).normal(_size((size,)), dt.np)
+    return _finish((z * std + mean).astype(dt.np), device, requires_grad)
+
+
+def rand_like(input, dtype=None, device=None, requires_grad=False):
+    dt, dev = _like(input, dtype, device)
+    return rand(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def randn_like(input, dtype=None, device=None, requires_grad=False):
+    dt, dev = _like(input, dtype, device)
+    return randn(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def randint_like(input, low, high=None, dtype=None, device=None):
+    dt, dev = _like(input, dtype, device)
+    return randint(low, high, input._shape, dtype=dt, device=dev)
+
+
+def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
+    probs = input._arr if p is None else np.full(input._shape, p)
+    u = _gen(generator).uniform(input._shape, np.float64)
+    return _finish((u < probs).astype(input._dtype.np), input.device, False)
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
+    p = np.asarray(input._arr, dtype=np.float64)
+    rows = p.reshape(-1, p.shape[-1])
+    g = _gen(generator)._np
+    out = np.stack([g.choice(r.size, size=num_samples, replace=replacement, p=r / r.sum()) for r in rows])
+    return _finish(out.reshape(p.shape[:-1] + (num_samples,)).astype(np.int64), input.device, False)
+
+
+def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) -> Tensor:
+    from .elementwise import _check_inplace
+
+    _check_inplace(t)
+    u = _gen(generator).uniform(t._shape, np.float64 if t._dtype.itemsize == 8 else np.float32)
+    t._arr[...] = u * (b - a) + a
+    t._storage.version += 1
+    return t
+
+
+def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
+    from .elementwise import _check_inplace
+
+    _check_inplace(t)
+    z = _gen(generator).normal(t._shape, np.float64 if t._dtype.itemsize == 8 else np.float32)
+    t._arr[...] = z * std + mean
+    t._storage.version += 1
+    return t
+
+
+def random_(t: Tensor, low: int = 0, high: int | None = None, *, generator=None) -> Tensor:
+    if high is None:
+        low, high = 0, low if low else 2 ** 24
+    t._arr[...] = _gen(generator).integers(low, high, t._shape, np.int64)
+    t._storage.version += 1
+    return t
+
+
+def bernoulli_(t: Tensor, p: float = 0.5, *, generator=None) -> Tensor:
+    t._arr[...] = _gen(generator).uniform(t._shape, np.float64) < p
+    t._storage.version += 1
+    return t
+
+
+def exponential_(t: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
+    u = _gen(generator).uniform(t._shape, np.float64)
+    t._arr[...] = -np.log1p(-u) / lambd
+    t._storage.version += 1
+    return t
+
+
+_ = CPU

@@ -1,0 +1,981 @@
+"""Elementwise ops: arithmetic with PyTorch's type promotion, unary math, comparisons, and in-place forms.
+
+Each op is a Function whose forward works on backend arrays and whose backward is written in Tensor
+ops (so create_graph works). Broadcast gradients are reduced to input shapes by the autograd engine."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _strides as S
+from .. import dtypes as D
+from ..autograd.function import Function
+from ..autograd.grad_mode import no_grad, state
+from ..tensor import Tensor, _wrap_array
+
+
+def _is_t(x) -> bool:
+    return x.__class__ is Tensor or isinstance(x, Tensor)
+
+
+def _device_error(a: Tensor, b: Tensor):
+    raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                       f"{a.device} and {b.device}!")
+
+
+def _scalar_cat(v) -> int:
+    if isinstance(v, (bool, np.bool_)):
+        return 0
+    if isinstance(v, (int, np.integer)):
+        return 1
+    if isinstance(v, (float, np.floating)):
+        return 2
+    raise TypeError(f"unsupported operand type: {type(v).__name__}")
+
+
+def _operands(a, b):
+    """Backend arrays (or Python scalars) for a binary op, cast so the result has PyTorch's dtype."""
+    if _is_t(a):
+        if _is_t(b):
+            if a._dtype is b._dtype:
+                if a._storage.device is not b._storage.device and a._shape and b._shape:
+                    _device_error(a, b)
+                return a._arr, b._arr, a._dtype
+            if a._storage.device != b._storage.device and a._shape and b._shape:
+                _device_error(a, b)
+            dt = D.result_type(a, b)
+            A = a._arr if a._dtype is dt else a._arr.astype(dt.np)
+            B = b._arr if b._dtype is dt else b._arr.astype(dt.np)
+            if a._storage.device != b._storage.device:  # a 0-d tensor may come from the CPU
+                if not a._shape:
+                    A = b._storage.backend.xp.asarray(A)
+                else:
+                    B = a._storage.backend.xp.asarray(B)
+            return A, B, dt
+        if _scalar_cat(b) <= a._dtype._cat:
+            return a._arr, b, a._dtype
+        dt = D.result_type(a, b)
+        return a._arr.astype(dt.np), b, dt
+    if _scalar_cat(a) <= b._dtype._cat:
+        return a, b._arr, b._dtype
+    dt = D.result_type(a, b)
+    return a, b._arr.astype(dt.np), dt
+
+
+def _as_float(arr, dt: D.dtype):
+    """True division and transcendental functions of integers give the default float dtype."""
+    if dt.is_floating_point:
+        return arr, dt
+    f = D.get_default_dtype()
+    return (arr.astype(f.np) if hasattr(arr, "astype") else float(arr)), f
+
+
+def _has_nan(t: Tensor) -> bool:
+    return t._dtype.is_floating_point and bool(np.isnan(t._arr).any())
+
+
+def _sc(x):
+    return x._arr if _is_t(x) else x
+
+
+# ----------------------------------------------------------------------------- binary arithmetic
+class Add(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, a, b, alpha=1):
+        A, B, _ = _operands(a, b)
+        ctx.alpha = alpha
+        return np.add(A, B) if alpha == 1 else np.add(A, np.multiply(B, alpha))
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, (g if ctx.alpha == 1 else g * ctx.alpha)
+
+
+class Sub(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, a, b, alpha=1):
+        A, B, dt = _operands(a, b)
+        if dt is D.bool_:
+            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+                               "`^` or `logical_xor()` operator instead.")
+        ctx.alpha = alpha
+        return np.subtract(A, B) if alpha == 1 else np.subtract(A, np.multiply(B, alpha))
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, (-g if ctx.alpha == 1 else g * (-ctx.alpha))
+
+
+class Mul(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, a, b):
+        A, B, dt = _operands(a, b)
+        ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None)
+        ctx.sa, ctx.sb = (None if _is_t(a) else a), (None if _is_t(b) else b)
+        if dt is D.bool_:
+            return np.logical_and(A, B)
+        return np.multiply(A, B)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        ga = g * (b if b is not None else ctx.sb) if ctx.needs_input_grad[0] else None
+        gb = g * (a if a is not None else ctx.sa) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Div(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, a, b, rounding_mode=None):
+        A, B, dt = _operands(a, b)
+        if rounding_mode is None:
+            A, _ = _as_float(A, dt)
+            B, _ = _as_float(B, dt)
+            ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None)
+            ctx.sa, ctx.sb = (None if _is_t(a) else a), (None if _is_t(b) else b)
+            ctx.rounding = None
+            return np.true_divide(A, B)
+        ctx.rounding = rounding_mode
+        if rounding_mode == "floor":
+            if dt.is_floating_point:
+                return np.floor_divide(A, B)
+            return np.floor_divide(A, B)
+        if rounding_mode == "trunc":
+            if dt.is_floating_point:
+                return np.trunc(np.true_divide(A, B)).astype(dt.np)
+            q = np.floor_divide(np.abs(A), np.abs(B))
+            return (q * np.sign(A) * np.sign(B)).astype(dt.np)
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"'{rounding_mode}'")
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.rounding is not None:
+            return g * 0, g * 0
+        a, b = ctx.saved_tensors
+        bb = b if b is not None else ctx.sb
+        ga = g / bb if ctx.needs_input_grad[0] else None
+        gb = None
+        if ctx.needs_input_grad[1]:
+            aa = a if a is not None else ctx.sa
+            gb = -g * aa / (b * b)
+        return ga, gb
+
+
+class Pow(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, a, b):
+        A, B, dt = _operands(a, b)
+        if not _is_t(b) and dt.is_floating_point is False and isinstance(b, float):
+            A, _ = _as_float(A, dt)
+        ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None)
+        ctx.sa, ctx.sb = (None if _is_t(a) else a), (None if _is_t(b) else b)
+        if not dt.is_floating_point and _is_t(b) and bool(np.any(np.asarray(B) < 0)):
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        out = np.power(A, B)
+        ctx.out = out
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            if b is None:
+                e = ctx.sb
+                ga = g * 0 if e == 0 else g * e * a ** (e - 1)
+            else:
+                ga = g * b * a ** (b - 1)
+        if ctx.needs_input_grad[1]:
+            base = a if a is not None else ctx.sa
+            if a is None:
+                gb = g * (base ** b) * math.log(base) if base > 0 else g * (base ** b) * _nan_or_zero(base)
+            else:
+                res = a ** b
+                mask = (a == 0) & (b >= 0)
+                gb = where(mask, 0.0, g * res * a.log())
+        return ga, gb
+
+
+def _nan_or_zero(base):
+    return 0.0 if base == 0 else float("nan")
+
+
+class Maximum(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, a, b):
+        A, B, _ = _operands(a, b)
+        ctx.save_for_backward(a, b)
+        return np.maximum(A, B)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        tie = (a == b)
+        half = where(tie, g * 0.5, g)
+        return where(a < b, 0.0, half), where(a > b, 0.0, half)
+
+
+class Minimum(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, a, b):
+        A, B, _ = _operands(a, b)
+        ctx.save_for_backward(a, b)
+        return np.minimum(A, B)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        tie = (a == b)
+        half = where(tie, g * 0.5, g)
+        return where(a > b, 0.0, half), where(a < b, 0.0, half)
+
+
+def add(input, other, *, alpha=1, out=None):
+    return _maybe_out(Add.apply(input, other, alpha), out)
+
+
+def sub(input, other, *, alpha=1, out=None):
+    return _maybe_out(Sub.apply(input, other, alpha), out)
+
+
+subtract = sub
+
+
+def rsub(input, other, *, alpha=1):
+    return Sub.apply(other, input, alpha)
+
+
+def mul(input, other, *, out=None):
+    return _maybe_out(Mul.apply(input, other), out)
+
+
+multiply = mul
+
+
+def div(input, other, *, rounding_mode=None, out=None):
+    return _maybe_out(Div.apply(input, other, rounding_mode), out)
+
+
+divide = true_divide = div
+
+
+def floor_divide(input, other):
+    return Div.apply(input, other, "floor")
+
+
+def remainder(input, other):
+    A, B, _ = _operands(input, other)
+    r = _wrap_array(np.remainder(A, B))
+    if _is_t(input) and input._rg and state.grad_enabled:
+        # d(a mod b)/da = 1; the quotient is piecewise constant
+        return input - (input - r).detach()
+    return r
+
+
+fmod = remainder
+
+
+def pow(input, exponent):
+    return Pow.apply(input, exponent)
+
+
+def maximum(input, other):
+    return Maximum.apply(input, other)
+
+
+def minimum(input, other):
+    return Minimum.apply(input, other)
+
+
+def _maybe_out(result: Tensor, out):
+    if out is None:
+        return result
+    with no_grad():
+        if out._shape != result._shape:
+            out._adopt(result.clone())
+        else:
+            out.copy_(result)
+    return out
+
+
+# ----------------------------------------------------------------------------- unary math
+def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False):
+    """Make a unary op: forward np_fn on the array, backward grad(ctx, g, x, out)."""
+
+    def forward(ctx, x):
+        arr, _ = _as_float(x._arr, x._dtype) if float_only else (x._arr, x._dtype)
+        if not save_out:
+            ctx.save_for_backward(x)
+        return np_fn(arr)
+
+    def backward(ctx, g):
+        if save_out:
+            return grad(g, None, ctx.saved_output)
+        (x,) = ctx.saved_tensors
+        return grad(g, x, None)
+
+    cls = type(name, (Function,), {"_raw": True, "_save_output": save_out, "forward": staticmethod(forward),
+                                   "backward": staticmethod(backward), "__module__": __name__})
+
+    def op(input):
+        return cls.apply(input)
+
+    op.__name__ = name.lower()
+    return cls, op
+
+
+def _zero_grad(g, x, out):
+    return g * 0
+
+
+Exp, exp = _unary("Exp", np.exp, lambda g, x, out: g * out, save_out=True)
+Exp2, exp2 = _unary("Exp2", np.exp2, lambda g, x, out: g * out * math.log(2.0), save_out=True)
+Expm1, expm1 = _unary("Expm1", np.expm1, lambda g, x, out: g * (out + 1), save_out=True)
+Log, log = _unary("Log", np.log, lambda g, x, out: g / x)
+Log2, log2 = _unary("Log2", np.log2, lambda g, x, out: g / (x * math.log(2.0)))
+Log10, log10 = _unary("Log10", np.log10, lambda g, x, out: g / (x * math.log(10.0)))
+Log1p, log1p = _unary("Log1p", np.log1p, lambda g, x, out: g / (x + 1))
+Sqrt, sqrt = _unary("Sqrt", np.sqrt, lambda g, x, out: g / (out * 2), save_out=True)
+Rsqrt, rsqrt = _unary("Rsqrt", lambda a: 1 / np.sqrt(a), lambda g, x, out: g * (out ** 3) * -0.5,
+                      save_out=True)
+Abs, abs = _unary("Abs", np.abs, lambda g, x, out: g * x.sign(), float_only=False)
+Neg, neg = _unary("Neg", np.negative, lambda g, x, out: -g, float_only=False)
+Sin, sin = _unary("Sin", np.sin, lambda g, x, out: g * x.cos())
+Cos, cos = _unary("Cos", np.cos, lambda g, x, out: -g * x.sin())
+Tan, tan = _unary("Tan", np.tan, lambda g, x, out: g * (1 + out * out), save_out=True)
+Asin, asin = _unary("Asin", np.arcsin, lambda g, x, out: g * (1 - x * x).rsqrt())
+Acos, acos = _unary("Acos", np.arccos, lambda g, x, out: -g * (1 - x * x).rsqrt())
+Atan, atan = _unary("Atan", np.arctan, lambda g, x, out: g / (1 + x * x))
+Sinh, sinh = _unary("Sinh", np.sinh, lambda g, x, out: g * x.cosh())
+Cosh, cosh = _unary("Cosh", np.cosh, lambda g, x, out: g * x.sinh())
+Tanh, tanh = _unary("Tanh", np.tanh, lambda g, x, out: g * (1 - out * out), save_out=True)
+Reciprocal, reciprocal = _unary("Reciprocal", np.reciprocal, lambda g, x, out: -g * out * out, save_out=True)
+Square, square = _unary("Square", np.square, lambda g, x, out: g * 2 * x, float_only=False)
+Sign, sign = _unary("Sign", np.sign, _zero_grad, float_only=False)
+Floor, floor = _unary("Floor", np.floor, _zero_grad, float_only=False)
+Ceil, ceil = _unary("Ceil", np.ceil, _zero_grad, float_only=False)
+Trunc, trunc = _unary("Trunc", np.trunc, _zero_grad, float_only=False)
+Frac, frac = _unary("Frac", lambda a: a - np.trunc(a), lambda g, x, out: g)
+
+
+def _sigmoid_np(a):
+    # stable for large |a|: exp of a non-positive number only
+    e = np.exp(-np.abs(a))
+    return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
+
+
+Sigmoid, sigmoid = _unary("Sigmoid", _sigmoid_np, lambda g, x, out: g * out * (1 - out), save_out=True)
+Relu, relu = _unary("Relu", lambda a: np.maximum(a, 0).astype(a.dtype, copy=False),
+                    lambda g, x, out: g * (out > 0), save_out=True, float_only=False)
+
+
+def _erf_np(a):
+    # Abramowitz–Stegun 7.1.26 is too coarse for float64; use erf from math on float64, vectorised by frompyfunc
+    # only for small arrays, else a high-accuracy rational approximation (W. J. Cody's form, |err| < 1e-15).
+    return _erf_cody(a)
+
+
+def _erf_cody(x):
+    x = np.asarray(x)
+    dt = x.dtype
+    xd = x.astype(np.float64)
+    ax = np.abs(xd)
+    out = np.empty_like(xd)
+    small = ax < 0.5
+    # erf(x) for |x| < 0.5: Taylor-like rational in x^2
+    a = (3.16112374387056560e00, 1.13864154151050156e02, 3.77485237685302021e02, 3.20937758913846947e03,
+         1.85777706184603153e-1)
+    b = (2.36012909523441209e01, 2.44024637934444173e02, 1.28261652607737228e03, 2.84423683343917062e03)
+    xs = xd[small]
+    z = xs * xs
+    num = a[4] * z
+    den = z
+    for i in range(3):
+        num = (num + a[i]) * z
+        den = (den + b[i]) * z
+    out[small] = xs * (num + a[3]) / (den + b[3])
+    # erfc(|x|) for 0.5 <= |x| < 4
+    c = (5.64188496988670089e-1, 8.88314979438837594e00, 6.61191906371416295e01, 2.98635138197400131e02,
+         8.81952221241769090e02, 1.71204761263407058e03, 2.05107837782607147e03, 1.23033935479799725e03,
+         2.15311535474403846e-8)
+    d = (1.57449261107098347e01, 1.17693950891312499e02, 5.37181101862009858e02, 1.62138957456669019e03,
+         3.29079923573345963e03, 4.36261909014324716e03, 3.43936767414372164e03, 1.23033935480374942e03)
+    mid = (~small) & (ax < 4.0)
+    y = ax[mid]
+    num = c[8] * y
+    den = y
+    for i in range(7):
+        num = (num + c[i]) * y
+        den = (den + d[i]) * y
+    erfc = (num + c[7]) / (den + d[7])
+    erfc *= np.exp(-y * y)
+    out[mid] = np.sign(xd[mid]) * (1 - erfc)
+    # erfc(|x|) for |x| >= 4
+    p = (3.05326634961232344e-1, 3.60344899949804439e-1, 1.25781726111229246e-1, 1.60837851487422766e-2,
+         6.58749161529837803e-4, 1.63153871373020978e-2)
+    q = (2.56852019228982242e00, 1.87295284992346725e00, 5.27905102951428412e-1, 6.05183413124413191e-2,
+         2.33520497626869185e-3)
+    big = ~(small | mid)
+    y = ax[big]
+    z = 1 / (y * y)
+    num = p[5] * z
+    den = z
+    for i in range(4):
+        num = (num + p[i]) * z
+        den = (den + q[i]) * z
+    r = z * (num + p[4]) / (den + q[4])
+    r = (1 / math.sqrt(math.pi) - r) / y
+    erfc = r * np.exp(-y * y)
+    out[big] = np.sign(xd[big]) * (1 - erfc)
+    return out.astype(dt) if dt.kind == "f" else out.astype(D.get_default_dtype().np)
+
+
+Erf, erf = _unary("Erf", _erf_np, lambda g, x, out: g * (2 / math.sqrt(math.pi)) * (-(x * x)).exp())
+
+
+# ----------------------------------------------------------------------------- clamp, where, copies
+class Clamp(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        if lo is None and hi is None:
+            raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+        ctx.save_for_backward(x, lo if _is_t(lo) else None, hi if _is_t(hi) else None)
+        ctx.lo, ctx.hi = lo, hi
+        a = x._arr
+        if lo is not None:
+            a = np.maximum(a, _sc(lo))
+        if hi is not None:
+            a = np.minimum(a, _sc(hi))
+        return a.astype(x._dtype.np, copy=False) if not _is_t(lo) and not _is_t(hi) else a
+
+    @staticmethod
+    def backward(ctx, g):
+        x, lo_t, hi_t = ctx.saved_tensors
+        lo = lo_t if lo_t is not None else ctx.lo
+        hi = hi_t if hi_t is not None else ctx.hi
+        mask = None
+        if lo is not None:
+            mask = x >= lo
+        if hi is not None:
+            m2 = x <= hi
+            mask = m2 if mask is None else mask & m2
+        gx = g * mask
+        glo = ghi = None
+        if lo_t is not None:
+            glo = g * (x < lo_t)
+        if hi_t is not None:
+            ghi = g * (x > hi_t)
+        return gx, glo, ghi
+
+
+def clamp(input, min=None, max=None):
+    return Clamp.apply(input, min, max)
+
+
+clip = clamp
+
+
+def clamp_min(input, min):
+    return Clamp.apply(input, min, None)
+
+
+def clamp_max(input, max):
+    return Clamp.apply(input, None, max)
+
+
+class Where(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        if _is_t(a) or _is_t(b):
+            A, B, _ = _operands(a, b)
+        else:
+            A, B = a, b
+        c = cond._arr if cond._dtype is D.bool_ else cond._arr.astype(bool)
+        ctx.save_for_backward(cond)
+        out = np.where(c, A, B)
+        if not _is_t(a) and not _is_t(b):
+            out = out.astype(D.result_type(a, b).np)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (cond,) = ctx.saved_tensors
+        ga = where(cond, g, 0.0) if ctx.needs_input_grad[1] else None
+        gb = where(cond, 0.0, g) if ctx.needs_input_grad[2] else None
+        return None, ga, gb
+
+
+def where(condition, input=None, other=None):
+    if input is None and other is None:
+        from .indexing import nonzero
+
+        return nonzero(condition, as_tuple=True)
+    return Where.apply(condition, input, other)
+
+
+class Clone(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x):
+        return np.array(x._arr, copy=True, order="C") if x._storage.backend.xp is np else x._arr.copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def clone(input, *, memory_format=None):
+    return Clone.apply(input)
+
+
+class ToCopy(Function):
+    """dtype and/or device change (copies)."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, dtype, device):
+        ctx.src_dtype, ctx.src_device = x._dtype, x.device
+        arr = x._arr
+        if device != x._storage.device:
+            from ..backend import backend_for
+
+            dst = backend_for(device)
+            arr = dst.from_numpy(x._storage.backend.to_numpy(arr)) if dst.name != "numpy" else \
+                x._storage.backend.to_numpy(arr)
+        if arr.dtype != dtype.np:
+            arr = arr.astype(dtype.np)
+        elif arr is x._arr:
+            arr = arr.copy()
+        return arr
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to(dtype=ctx.src_dtype, device=ctx.src_device), None, None
+
+
+def to_copy(x: Tensor, dtype: D.dtype, device) -> Tensor:
+    return ToCopy.apply(x, dtype, device)
+
+
+# ----------------------------------------------------------------------------- comparisons and logic
+def _compare(np_fn):
+    def op(input, other):
+        A, B, _ = _operands(input, other)
+        return _wrap_array(np_fn(A, B))
+
+    op.__name__ = np_fn.__name__
+    return op
+
+
+eq = _compare(np.equal)
+ne = _compare(np.not_equal)
+lt = _compare(np.less)
+le = _compare(np.less_equal)
+gt = _compare(np.greater)
+ge = _compare(np.greater_equal)
+logical_and = _compare(np.logical_and)
+logical_or = _compare(np.logical_or)
+logical_xor = _compare(np.logical_xor)
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+
+
+def _bitwise(np_fn, name):
+    def op(input, other):
+        A, B, dt = _operands(input, other)
+        if dt.is_floating_point:
+            raise RuntimeError(f"\"{name}_cpu\" not implemented for '{dt.name.capitalize()}'")
+        return _wrap_array(np_fn(A, B))
+
+    return op
+
+
+bitwise_and = _bitwise(np.bitwise_and, "bitwise_and")
+bitwise_or = _bitwise(np.bitwise_or, "bitwise_or")
+bitwise_xor = _bitwise(np.bitwise_xor, "bitwise_xor")
+
+
+def logical_not(input):
+    return _wrap_array(np.logical_not(input._arr))
+
+
+def bitwise_not(input):
+    if input._dtype.is_floating_point:
+        raise TypeError("~ (bitwise_not) is only supported for integer and bool tensors")
+    return _wrap_array(np.invert(input._arr))
+
+
+def equal(input, other) -> bool:
+    return input._shape == other._shape and bool(np.array_equal(input._arr, other._arr))
+
+
+def isnan(input):
+    return _wrap_array(np.isnan(input._arr))
+
+
+def isinf(input):
+    return _wrap_array(np.isinf(input._arr))
+
+
+def isfinite(input):
+    return _wrap_array(np.isfinite(input._arr))
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    A, B, _ = _operands(input, other)
+    return _wrap_array(np.isclose(A, B, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    return bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    r = _wrap_array(np.nan_to_num(input._arr, nan=nan, posinf=posinf, neginf=neginf))
+    if input._rg and state.grad_enabled:
+        return input * isfinite(input) + (r - r.detach())  # grad passes where finite
+    return r
+
+
+def lerp(input, end, weight):
+    return input + (end - input) * weight
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    return input + tensor1 * tensor2 * value
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    return input + tensor1 / tensor2 * value
+
+
+def atan2(input, other):
+    A, B, dt = _operands(input, other)
+    r = _wrap_array(np.arctan2(*(_as_float(A, dt)[0], _as_float(B, dt)[0])))
+    if (input._rg or (_is_t(other) and other._rg)) and state.grad_enabled:
+        # composite for autograd: atan2 = atan(y/x) + correction constant
+        return (input / other).atan() + (r - (input / other).atan()).detach()
+    return r
+
+
+# ----------------------------------------------------------------------------- in-place machinery
+def _check_inplace(t: Tensor) -> None:
+    if state.grad_enabled:
+        if t._rg and t.grad_fn is None:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        b = t._base
+        if b is not None and b._rg and b.grad_fn is None:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+    if 0 in t._strides:
+        for n, s in zip(t._shape, t._strides):
+            if s == 0 and n > 1:
+                raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers "
+                                   "to a single memory location. Please clone() the tensor before performing the "
+                                   "operation.")
+
+
+def _write(t: Tensor, r, op_name: str) -> None:
+    """Write result r (Tensor, array or scalar) into t's memory, PyTorch's shape and cast rules."""
+    arr = r._arr if _is_t(r) else r
+    rdt = r._dtype if _is_t(r) else None
+    if rdt is not None:
+        if r._shape != t._shape and S.broadcast_shapes(t._shape, r._shape) != t._shape:
+            raise RuntimeError(f"{op_name}: output with shape {list(t._shape)} doesn't match the broadcast shape "
+                               f"{list(S.broadcast_shapes(t._shape, r._shape))}")
+        if rdt._cat > t._dtype._cat and op_name not in ("copy_", "fill_", "index_put_", "masked_fill_",
+                                                       "setitem", "scatter_", "index_fill_"):
+            raise RuntimeError(f"{op_name}: result type {rdt.name.capitalize()} can't be cast to the desired output "
+                               f"type {t._dtype.name.capitalize()}")
+    np.copyto(t._arr, arr, casting="unsafe")
+    t._storage.version += 1
+
+
+def _needs_graph(t: Tensor, args) -> bool:
+    if not state.grad_enabled:
+        return False
+    if t._rg:
+        return True
+    for a in args:
+        if _is_t(a) and a._rg:
+            return True
+    return False
+
+
+def inplace(t: Tensor, fn, *args, op_name: str, needs_old: bool = True) -> Tensor:
+    """Run fn(t, *args) out of place and write the result into t, rewiring autograd history like PyTorch.
+
+    With a graph, the old value is cloned first when the op's backward needs it (its saved copy must not
+    change); a view's base gets a CopySlices node so gradients flow through the whole base."""
+    _check_inplace(t)
+    if not _needs_graph(t, args):
+        with no_grad():
+            r = fn(t, *args)
+        _write(t, r, op_name)
+        return t
+    src = t.clone() if needs_old else t.detach()
+    if not needs_old and t._rg:
+        src = t  # the op ignores the old values but its graph must still reach them (e.g. add_)
+    r = fn(src, *args)
+    if r._dtype is not t._dtype:
+        if r._dtype._cat > t._dtype._cat:
+            raise RuntimeError(f"{op_name}: result type {r._dtype.name.capitalize()} can't be cast to the desired "
+                               f"output type {t._dtype.name.capitalize()}")
+        r = r.to(t._dtype)
+    if r._shape != t._shape:
+        if S.broadcast_shapes(t._shape, r._shape) != t._shape:
+            raise RuntimeError(f"{op_name}: output with shape {list(t._shape)} doesn't match the broadcast shape "
+                               f"{list(S.broadcast_shapes(t._shape, r._shape))}")
+        r = r.expand(t._shape)
+    np.copyto(t._arr, r._arr)
+    t._storage.version += 1
+    _rebase_history(t, r)
+    return t
+
+
+def _rebase_history(t: Tensor, r: Tensor) -> None:
+    if not r._rg:
+        return
+    base = t._base
+    if base is None:
+        t.grad_fn = r.grad_fn
+        t._output_nr = r._output_nr
+        t._rg = True
+        return
+    if not S.is_contiguous(base._shape, base._strides):
+        raise RuntimeError("in-place operation on a view of a non-contiguous tensor is not supported by autograd; "
+                           "clone() the base first")
+    geom = (t._shape, t._strides, t._offset - base._offset)
+    node = CopySlices._new_node((base, r))
+    node.geom = geom
+    base.grad_fn = node
+    base._output_nr = 0
+    base._rg = True
+    vnode = AsStridedView._new_node((base,))
+    vnode.geom = geom
+    vnode.base_shape = base._shape
+    t.grad_fn = vnode
+    t._output_nr = 0
+    t._rg = True
+
+
+class CopySlices(Function):
+    """The base after an in-place op on one of its views: the view's region now comes from `src`."""
+
+    @staticmethod
+    def forward(ctx, base, src):  # never run: built by _rebase_history
+        raise AssertionError
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, strides, offset = ctx.geom
+        gb = g.contiguous().clone()
+        region = gb.as_strided(shape, strides, offset)
+        gsrc = region.clone()
+        with no_grad():
+            region.zero_()
+        return gb, gsrc
+
+
+class AsStridedView(Function):
+    """A view of a base whose history was rewritten; gradient goes back into the view's region."""
+
+    @staticmethod
+    def forward(ctx, base):
+        raise AssertionError
+
+    @staticmethod
+    def backward(ctx, g):
+        from .creation import zeros
+
+        shape, strides, offset = ctx.geom
+        gb = zeros(ctx.base_shape, dtype=g.dtype, device=g.device)
+        gb.as_strided(shape, strides, offset).copy_(g)
+        return gb
+
+
+# fast in-place arithmetic: no graph needed (optimiser updates run here)
+def _fast_inplace(np_fn, name, t: Tensor, other, alpha=1):
+    _check_inplace(t)
+    B = other._arr if _is_t(other) else other
+    if _is_t(other):
+        if other._dtype._cat > t._dtype._cat:
+            raise RuntimeError(f"result type {other._dtype.name.capitalize()} can't be cast to the desired output "
+                               f"type {t._dtype.name.capitalize()}")
+        if other._storage.device is not t._storage.device and other._shape:
+            _device_error(t, other)
+    elif _scalar_cat(other) > t._dtype._cat:
+        raise RuntimeError(f"result type {'Float' if _scalar_cat(other) == 2 else 'Long'} can't be cast to the "
+                           f"desired output type {t._dtype.name.capitalize()}")
+    if alpha != 1:
+        B = np.multiply(B, alpha)
+    try:
+        np_fn(t._arr, B, out=t._arr, casting="unsafe")
+    except ValueError:
+        bshape = S.broadcast_shapes(t._shape, other._shape if _is_t(other) else ())
+        raise RuntimeError(f"output with shape {list(t._shape)} doesn't match the broadcast shape "
+                           f"{list(bshape)}") from None
+    t._storage.version += 1
+    return t
+
+
+def add_(t, other, *, alpha=1):
+    if _needs_graph(t, (other,)):
+        return inplace(t, lambda s, o: add(s, o, alpha=alpha), other, op_name="add_", needs_old=False)
+    return _fast_inplace(np.add, "add_", t, other, alpha)
+
+
+def sub_(t, other, *, alpha=1):
+    if _needs_graph(t, (other,)):
+        return inplace(t, lambda s, o: sub(s, o, alpha=alpha), other, op_name="sub_", needs_old=False)
+    return _fast_inplace(np.subtract, "sub_", t, other, alpha)
+
+
+def mul_(t, other):
+    if _needs_graph(t, (other,)):
+        return inplace(t, mul, other, op_name="mul_")
+    return _fast_inplace(np.multiply, "mul_", t, other)
+
+
+def div_(t, other, *, rounding_mode=None):
+    if _needs_graph(t, (other,)) or rounding_mode is not None or not t._dtype.is_floating_point:
+        return inplace(t, lambda s, o: div(s, o, rounding_mode=rounding_mode), other, op_name="div_")
+    return _fast_inplace(np.true_divide, "div_", t, other)
+
+
+def copy_(t: Tensor, src, non_blocking: bool = False) -> Tensor:
+    if not _is_t(src):
+        from .creation import tensor as _tensor
+
+        src = _tensor(src)
+    if src._storage.device != t._storage.device:
+        src = src.to(t.device)
+    if _needs_graph(t, (src,)):
+        return inplace(t, lambda s, o: Copy.apply(s, o), src, op_name="copy_", needs_old=False)
+    _check_inplace(t)
+    _write(t, src, "copy_")
+    return t
+
+
+class Copy(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, dst, src):
+        return np.broadcast_to(src._arr, dst._shape).astype(dst._dtype.np)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, g
+
+
+def fill_(t: Tensor, value) -> Tensor:
+    if _is_t(value):
+        return copy_(t, value.expand(t._shape) if value._shape != t._shape else value)
+    _check_inplace(t)
+    if _needs_graph(t, ()):
+        return inplace(t, lambda s: (s * 0 + value).detach().to(t._dtype), op_name="fill_", needs_old=False)
+    t._arr[...] = value
+    t._storage.version += 1
+    return t
+
+
+def zero_(t: Tensor) -> Tensor:
+    return fill_(t, 0)
+
+
+def _make_inplace(fn, name, needs_old=True):
+    def op(t, *args, **kwargs):
+        return inplace(t, lambda s, *a: fn(s, *a, **kwargs), *args, op_name=name, needs_old=needs_old)
+
+    op.__name__ = name
+    return op
+
+
+pow_ = _make_inplace(pow, "pow_")
+clamp_ = _make_inplace(clamp, "clamp_")
+clamp_min_ = _make_inplace(clamp_min, "clamp_min_")
+clamp_max_ = _make_inplace(clamp_max, "clamp_max_")
+exp_ = _make_inplace(exp, "exp_")
+log_ = _make_inplace(log, "log_")
+sqrt_ = _make_inplace(sqrt, "sqrt_")
+neg_ = _make_inplace(neg, "neg_")
+abs_ = _make_inplace(abs, "abs_")
+relu_ = _make_inplace(relu, "relu_")
+sigmoid_ = _make_inplace(sigmoid, "sigmoid_")
+tanh_ = _make_inplace(tanh, "tanh_")
+floor_ = _make_inplace(floor, "floor_")
+ceil_ = _make_inplace(ceil, "ceil_")
+round_ = None  # defined after round
+reciprocal_ = _make_inplace(reciprocal, "reciprocal_")
+sign_ = _make_inplace(sign, "sign_")
+lerp_ = _make_inplace(lerp, "lerp_")
+maximum_ = _make_inplace(maximum, "maximum_")
+
+
+def addcmul_(t, tensor1, tensor2, *, value=1):
+    if _needs_graph(t, (tensor1, tensor2)):
+        return inplace(t, lambda s, a, b: addcmul(s, a, b, value=value), tensor1, tensor2, op_name="addcmul_",
+                       needs_old=False)
+    _check_inplace(t)
+    prod = np.multiply(tensor1._arr, tensor2._arr)
+    if value != 1:
+        prod *= value
+    np.add(t._arr, prod, out=t._arr, casting="unsafe")
+    t._storage.version += 1
+    return t
+
+
+def addcdiv_(t, tensor1, tensor2, *, value=1):
+    if _needs_graph(t, (tensor1, tensor2)):
+        return inplace(t, lambda s, a, b: addcdiv(s, a, b, value=value), tensor1, tensor2, op_name="addcdiv_",
+                       needs_old=False)
+    _check_inplace(t)
+    q = np.true_divide(tensor1._arr, tensor2._arr)
+    if value != 1:
+        q *= value
+    np.add(t._arr, q, out=t._arr, casting="unsafe")
+    t._storage.version += 1
+    return t
+
+
+class Round(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, decimals=0):
+        return np.round(x._arr, decimals)  # round half to even, like PyTorch
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 0, None
+
+
+def round(input, *, decimals=0):
+    return Round.apply(input, decimals)
+
+
+round_ = _make_inplace(round, "round_")
+
+negative = neg

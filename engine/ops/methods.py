@@ -1,0 +1,114 @@
+"""The Tensor method table: binds each op (defined once in its ops module) as a method and operator."""
+from __future__ import annotations
+
+from . import creation as C
+from . import elementwise as E
+from . import indexing as I
+from . import linalg as L
+from . import reduce as R
+from . import shape as SH
+from . import sort as SO
+from . import views as V
+
+
+def _rev(fn):
+    def r(self, other):
+        return fn(other, self)
+
+    return r
+
+
+def _pow_rev(self, other):
+    return E.pow(other, self)
+
+
+def _iop(fn):
+    def op(self, other):
+        return fn(self, other)
+
+    return op
+
+
+METHODS = {
+    # arithmetic
+    "add": E.add, "sub": E.sub, "subtract": E.sub, "mul": E.mul, "multiply": E.mul, "div": E.div,
+    "divide": E.div, "true_divide": E.div, "floor_divide": E.floor_divide, "remainder": E.remainder,
+    "fmod": E.fmod, "pow": E.pow, "maximum": E.maximum, "minimum": E.minimum, "lerp": E.lerp,
+    "addcmul": E.addcmul, "addcdiv": E.addcdiv, "atan2": E.atan2,
+    "add_": E.add_, "sub_": E.sub_, "mul_": E.mul_, "div_": E.div_, "pow_": E.pow_, "copy_": E.copy_,
+    "fill_": E.fill_, "zero_": E.zero_, "clamp_": E.clamp_, "clamp_min_": E.clamp_min_, "clamp_max_": E.clamp_max_,
+    "exp_": E.exp_, "log_": E.log_, "sqrt_": E.sqrt_, "neg_": E.neg_, "abs_": E.abs_, "relu_": E.relu_,
+    "sigmoid_": E.sigmoid_, "tanh_": E.tanh_, "floor_": E.floor_, "ceil_": E.ceil_, "round_": E.round_,
+    "reciprocal_": E.reciprocal_, "sign_": E.sign_, "lerp_": E.lerp_, "addcmul_": E.addcmul_,
+    "addcdiv_": E.addcdiv_, "maximum_": E.maximum_, "clip_": E.clamp_,
+    # unary
+    "exp": E.exp, "exp2": E.exp2, "expm1": E.expm1, "log": E.log, "log2": E.log2, "log10": E.log10,
+    "log1p": E.log1p, "sqrt": E.sqrt, "rsqrt": E.rsqrt, "abs": E.abs, "absolute": E.abs, "neg": E.neg,
+    "negative": E.neg, "sin": E.sin, "cos": E.cos, "tan": E.tan, "asin": E.asin, "acos": E.acos, "atan": E.atan,
+    "sinh": E.sinh, "cosh": E.cosh, "tanh": E.tanh, "sigmoid": E.sigmoid, "relu": E.relu, "erf": E.erf,
+    "reciprocal": E.reciprocal, "square": E.square, "sign": E.sign, "floor": E.floor, "ceil": E.ceil,
+    "trunc": E.trunc, "frac": E.frac, "round": E.round, "clamp": E.clamp, "clip": E.clamp,
+    "clamp_min": E.clamp_min, "clamp_max": E.clamp_max, "nan_to_num": E.nan_to_num,
+    # comparison and logic
+    "eq": E.eq, "ne": E.ne, "lt": E.lt, "le": E.le, "gt": E.gt, "ge": E.ge, "greater": E.gt, "less": E.lt,
+    "greater_equal": E.ge, "less_equal": E.le, "not_equal": E.ne, "equal": E.equal,
+    "logical_and": E.logical_and, "logical_or": E.logical_or, "logical_xor": E.logical_xor,
+    "logical_not": E.logical_not, "bitwise_not": E.bitwise_not, "isnan": E.isnan, "isinf": E.isinf,
+    "isfinite": E.isfinite, "isclose": E.isclose, "allclose": E.allclose,
+    # reductions
+    "sum": R.sum, "mean": R.mean, "var": R.var, "std": R.std, "prod": R.prod, "max": R.max, "min": R.min,
+    "amax": R.amax, "amin": R.amin, "argmax": R.argmax, "argmin": R.argmin, "logsumexp": R.logsumexp,
+    "norm": R.norm, "all": R.all, "any": R.any, "cumsum": R.cumsum, "cumprod": R.cumprod,
+    "softmax": R.softmax, "log_softmax": R.log_softmax, "sum_to_size": lambda self, *s: R.sum_to_size(
+        self, s[0] if len(s) == 1 and isinstance(s[0], (tuple, list)) else s),
+    "count_nonzero": R.count_nonzero,
+    # views
+    "view": V.view, "reshape": V.reshape, "view_as": V.view_as, "reshape_as": V.reshape_as,
+    "permute": V.permute, "transpose": V.transpose, "swapaxes": V.transpose, "swapdims": V.transpose,
+    "t": V.t, "expand": V.expand, "expand_as": V.expand_as, "broadcast_to": V.broadcast_to,
+    "squeeze": V.squeeze, "unsqueeze": V.unsqueeze, "flatten": V.flatten, "unflatten": V.unflatten,
+    "ravel": V.ravel, "narrow": V.narrow, "select": V.select, "split": V.split, "chunk": V.chunk,
+    "tensor_split": V.tensor_split, "unbind": V.unbind, "movedim": V.movedim, "moveaxis": V.movedim,
+    "as_strided": V.as_strided, "unfold": V.unfold, "diagonal": V.diagonal,
+    # indexing
+    "__getitem__": I.getitem, "__setitem__": I.setitem, "gather": I.gather, "scatter": I.scatter,
+    "scatter_": I.scatter_, "scatter_add": I.scatter_add, "scatter_add_": I.scatter_add_,
+    "index_select": I.index_select, "index_add": I.index_add, "index_add_": I.index_add_,
+    "index_fill": I.index_fill, "index_put_": I.index_put_, "index_put": I.index_put,
+    "masked_fill": I.masked_fill, "masked_fill_": I.masked_fill_, "masked_select": I.masked_select,
+    "masked_scatter": I.masked_scatter, "nonzero": I.nonzero, "argwhere": I.argwhere, "take": I.take,
+    "take_along_dim": I.take_along_dim,
+    # joining, sorting, linear algebra
+    "flip": SH.flip, "fliplr": SH.fliplr, "flipud": SH.flipud, "roll": SH.roll, "repeat": SH.repeat,
+    "tile": SH.tile, "repeat_interleave": SH.repeat_interleave, "tril": SH.tril, "triu": SH.triu,
+    "diag": SH.diag,
+    "sort": SO.sort, "argsort": SO.argsort, "topk": SO.topk, "kthvalue": SO.kthvalue, "median": SO.median,
+    "unique": SO.unique, "bincount": SO.bincount,
+    "matmul": L.matmul, "mm": L.mm, "bmm": L.bmm, "mv": L.mv, "dot": L.dot, "outer": L.outer,
+    "addmm": L.addmm,
+    # random in-place
+    "uniform_": C.uniform_, "normal_": C.normal_, "random_": C.random_, "bernoulli_": C.bernoulli_,
+    "exponential_": C.exponential_, "bernoulli": C.bernoulli, "multinomial": C.multinomial,
+    # operators
+    "__add__": E.add, "__radd__": _rev(E.add), "__sub__": E.sub, "__rsub__": _rev(E.sub),
+    "__mul__": E.mul, "__rmul__": _rev(E.mul), "__truediv__": E.div, "__rtruediv__": _rev(E.div),
+    "__floordiv__": E.floor_divide, "__rfloordiv__": _rev(E.floor_divide), "__mod__": E.remainder,
+    "__rmod__": _rev(E.remainder), "__pow__": E.pow, "__rpow__": _pow_rev, "__matmul__": L.matmul,
+    "__rmatmul__": _rev(L.matmul), "__neg__": E.neg, "__pos__": lambda self: self, "__abs__": E.abs,
+    "__eq__": E.eq, "__ne__": E.ne, "__lt__": E.lt, "__le__": E.le, "__gt__": E.gt, "__ge__": E.ge,
+    "__and__": lambda a, b: E.bitwise_and(a, b), "__or__": lambda a, b: E.bitwise_or(a, b),
+    "__xor__": lambda a, b: E.bitwise_xor(a, b), "__rand__": lambda a, b: E.bitwise_and(b, a),
+    "__ror__": lambda a, b: E.bitwise_or(b, a), "__rxor__": lambda a, b: E.bitwise_xor(b, a),
+    "__invert__": E.bitwise_not,
+    "__iadd__": _iop(E.add_), "__isub__": _iop(E.sub_), "__imul__": _iop(E.mul_), "__itruediv__": _iop(E.div_),
+}
+
+PROPERTIES = {"T": V.T, "mT": V.mT}
+
+
+def install(cls) -> None:
+    for name, fn in METHODS.items():
+        setattr(cls, name, fn)
+    for name, fn in PROPERTIES.items():
+        setattr(cls, name, property(fn))
+    cls.__hash__ = lambda self: id(self)

@@ -1,0 +1,293 @@
+"""Joining and rearranging (copies): cat, stack, flip, roll, repeat, tril/triu, pad."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _strides as S
+from .. import dtypes as D
+from ..autograd.function import Function
+from ..tensor import Tensor
+
+
+class Cat(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, dim, dtype, *tensors):
+        ctx.dim = dim
+        ctx.sizes = [t._shape[dim] if t._shape != (0,) else 0 for t in tensors]
+        ctx.skip = [t._shape == (0,) and t.ndim != tensors[0].ndim for t in tensors]
+        arrs = [t._arr if t._dtype is dtype else t._arr.astype(dtype.np) for t in tensors
+                if not (t._shape == (0,) and len(t._shape) != max(len(u._shape) for u in tensors))]
+        return np.concatenate(arrs, axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        out = [None, None]
+        start = 0
+        for n, skip in zip(ctx.sizes, ctx.skip):
+            if skip:
+                out.append(None)
+                continue
+            out.append(g.narrow(ctx.dim, start, n))
+            start += n
+        return tuple(out)
+
+
+def cat(tensors, dim: int = 0) -> Tensor:
+    """Copies."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    ref = next((t for t in tensors if t._shape != (0,)), tensors[0])
+    nd = ref.ndim
+    if nd == 0:
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    d = S.wrap_dim(dim, nd)
+    for i, t in enumerate(tensors):
+        if t._shape == (0,) and nd != 1:
+            continue
+        if t.ndim != nd:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {nd} and {t.ndim}")
+        for k in range(nd):
+            if k != d and t._shape[k] != ref._shape[k]:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
+                                   f"{ref._shape[k]} but got size {t._shape[k]} for tensor number {i} in the list.")
+        if t._storage.device != ref._storage.device:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"{ref.device} and {t.device}!")
+    dtype = tensors[0]._dtype
+    for t in tensors[1:]:
+        dtype = D.promote_types(dtype, t._dtype)
+    return Cat.apply(d, dtype, *tensors)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim: int = 0) -> Tensor:
+    """Copies."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shape = tensors[0]._shape
+    for i, t in enumerate(tensors):
+        if t._shape != shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 and "
+                               f"{list(t._shape)} at entry {i}")
+    d = S.wrap_dim(dim, len(shape) + 1)
+    return cat([t.unsqueeze(d) for t in tensors], d)
+
+
+def hstack(tensors):
+    tensors = [t if t.ndim else t.reshape(1) for t in tensors]
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return cat([t if t.ndim >= 2 else t.reshape(1, -1) for t in tensors], 0)
+
+
+class Flip(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, dims):
+        ctx.dims = dims
+        return np.flip(x._arr, axis=dims).copy() if dims else x._arr.copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.flip(ctx.dims), None
+
+
+def flip(input: Tensor, dims) -> Tensor:
+    """Copies (PyTorch's flip copies too)."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return Flip.apply(input, S.wrap_dims(dims, input.ndim) if input.ndim else ())
+
+
+def fliplr(input):
+    return flip(input, (1,))
+
+
+def flipud(input):
+    return flip(input, (0,))
+
+
+class Roll(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, shifts, dims):
+        ctx.shifts, ctx.dims = shifts, dims
+        return np.roll(x._arr, shifts, axis=dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        neg = tuple(-s for s in ctx.shifts) if isinstance(ctx.shifts, tuple) else -ctx.shifts
+        return Roll.apply(g, neg, ctx.dims), None, None
+
+
+def roll(input, shifts, dims=None):
+    if dims is None:
+        return Roll.apply(input.reshape(-1), shifts, None).reshape(input._shape)
+    shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else shifts
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else dims
+    return Roll.apply(input, shifts, dims)
+
+
+def repeat(input: Tensor, *sizes) -> Tensor:
+    """Copies: tiles the tensor `sizes` times along each dim (PyTorch's Tensor.repeat)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                           "tensor")
+    lead = len(sizes) - input.ndim
+    x = input.reshape((1,) * lead + input._shape)
+    # expand an inserted axis before each dim, then merge: a view then one copy
+    inter, final = [], []
+    for r, n in zip(sizes, x._shape):
+        inter += [r, n]
+        final.append(r * n)
+    y = x.reshape(tuple(v for n in x._shape for v in (1, n))).expand(tuple(inter))
+    return y.reshape(tuple(final))
+
+
+def tile(input, dims):
+    dims = tuple(dims)
+    if len(dims) < input.ndim:
+        dims = (1,) * (input.ndim - len(dims)) + dims
+    return repeat(input, dims)
+
+
+def repeat_interleave(input, repeats, dim=None):
+    if dim is None:
+        input = input.reshape(-1)
+        dim = 0
+    d = S.wrap_dim(dim, input.ndim)
+    if isinstance(repeats, Tensor):
+        reps = repeats._arr
+    else:
+        reps = np.full(input._shape[d], int(repeats))
+    idx = np.repeat(np.arange(input._shape[d]), reps)
+    from .creation import tensor
+    from .indexing import index_select
+
+    return index_select(input, d, tensor(idx, dtype=D.int64))
+
+
+class TriMask(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, k, upper):
+        ctx.k, ctx.upper = k, upper
+        return (np.triu if upper else np.tril)(x._arr, k)
+
+    @staticmethod
+    def backward(ctx, g):
+        return TriMask.apply(g, ctx.k, ctx.upper), None, None
+
+
+def tril(input, diagonal=0):
+    if input.ndim < 2:
+        raise RuntimeError("tril: input tensor must have at least 2 dimensions")
+    return TriMask.apply(input, diagonal, False)
+
+
+def triu(input, diagonal=0):
+    if input.ndim < 2:
+        raise RuntimeError("triu: input tensor must have at least 2 dimensions")
+    return TriMask.apply(input, diagonal, True)
+
+
+def cumprod_exclusive(x: Tensor, dim: int, reverse: bool = False) -> Tensor:
+    """Product of the elements strictly before (or after) each position along dim; exact with zeros."""
+    n = x._shape[dim]
+    if n == 0:
+        return x
+    if reverse:
+        x = x.flip([dim])
+    ones = x.narrow(dim, 0, 1) * 0 + 1
+    parts = [ones]
+    acc = ones
+    for i in range(n - 1):
+        acc = acc * x.narrow(dim, i, 1)
+        parts.append(acc)
+    out = cat(parts, dim)
+    return out.flip([dim]) if reverse else out
+
+
+def diag(input, diagonal=0):
+    if input.ndim == 1:
+        n = input._shape[0] + abs(diagonal)
+        from .creation import zeros
+
+        out = zeros((n, n), dtype=input.dtype, device=input.device)
+        rows = np.arange(input._shape[0]) + max(-diagonal, 0)
+        cols = np.arange(input._shape[0]) + max(diagonal, 0)
+        from .indexing import index_put
+
+        return index_put(out, (rows, cols), input)
+    return input.diagonal(diagonal).clone()
+
+
+def meshgrid(*tensors, indexing="ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = tuple(t.numel() for t in tensors)
+    if indexing == "xy" and len(tensors) >= 2:
+        shape = (shape[1], shape[0]) + shape[2:]
+    out = []
+    for i, t in enumerate(tensors):
+        pos = i
+        if indexing == "xy" and len(tensors) >= 2 and i < 2:
+            pos = 1 - i
+        view_shape = [1] * len(tensors)
+        view_shape[pos] = t.numel()
+        out.append(t.reshape(view_shape).expand(shape))
+    return tuple(out)
+
+
+class ConstantPad(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, pad, value):
+        # pad is PyTorch-ordered: (last_lo, last_hi, prev_lo, prev_hi, ...)
+        widths = [(0, 0)] * x.ndim
+        for i in range(len(pad) // 2):
+            widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+        ctx.widths = widths
+        if any(lo < 0 or hi < 0 for lo, hi in widths):
+            a = x._arr
+            sl = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, a.shape))
+            a = a[sl]
+            pos = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
+            return np.pad(a, pos, constant_values=value)
+        return np.pad(x._arr, widths, constant_values=value)
+
+    @staticmethod
+    def backward(ctx, g):
+        from .creation import zeros
+
+        sl = []
+        for (lo, hi), n in zip(ctx.widths, g._shape):
+            sl.append(slice(max(lo, 0), n - max(hi, 0)))
+        inner = g[tuple(sl)]
+        if any(lo < 0 or hi < 0 for lo, hi in ctx.widths):
+            shape = ctx._input_meta[0][0]
+            out = zeros(shape, dtype=g.dtype, device=g.device)
+            tgt = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(ctx.widths, shape))
+            out[tgt] = inner
+            return out, None, None
+        return inner, None, None
+
+
+def constant_pad(input, pad, value=0.0):
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the number of dimensions; got "
+                           f"{len(pad)} for a {input.ndim}-D input")
+    return ConstantPad.apply(input, tuple(int(p) for p in pad), value)

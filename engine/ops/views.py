@@ -1,0 +1,394 @@
+"""View ops: each returns a view (no copy) sharing storage, with geometry from engine._strides.
+
+`reshape` and `flatten` return a view when the strides allow it and copy otherwise, like PyTorch."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _strides as S
+from ..autograd.function import Function
+from ..tensor import Tensor, _wrap_array
+
+
+def _shape_arg(shape) -> tuple:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+class View(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, shape, strides):
+        ctx.in_shape = x._shape
+        return x._view(shape, strides, x._offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.in_shape)
+
+
+def view(x: Tensor, *shape) -> Tensor:
+    """Returns a view (no copy); raises when the strides make that impossible."""
+    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
+        return x.to(shape[0])  # view(dtype) is not supported beyond same-size casts; fall back to a cast
+    shape = S.infer_size(_shape_arg(shape), S.numel(x._shape))
+    strides = S.view_strides(x._shape, x._strides, shape)
+    if strides is None:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one dimension "
+                           "spans across two contiguous subspaces). Use .reshape(...) instead.")
+    return View.apply(x, shape, strides)
+
+
+def reshape(x: Tensor, *shape) -> Tensor:
+    """Returns a view when possible, otherwise copies."""
+    shape = S.infer_size(_shape_arg(shape), S.numel(x._shape))
+    if shape == x._shape:
+        return View.apply(x, shape, x._strides)
+    strides = S.view_strides(x._shape, x._strides, shape)
+    if strides is None:
+        return View.apply(x.clone(), shape, S.contiguous_strides(shape))
+    return View.apply(x, shape, strides)
+
+
+def view_as(x, other):
+    return view(x, other._shape)
+
+
+def reshape_as(x, other):
+    return reshape(x, other._shape)
+
+
+class Permute(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, dims):
+        shape, strides = S.permute(x._shape, x._strides, dims)
+        ctx.dims = S.wrap_dims(dims, len(x._shape)) if x._shape else ()
+        return x._view(shape, strides, x._offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        inv = [0] * len(ctx.dims)
+        for i, d in enumerate(ctx.dims):
+            inv[d] = i
+        return g.permute(inv)
+
+
+def permute(x: Tensor, *dims) -> Tensor:
+    """Returns a view (no copy)."""
+    return Permute.apply(x, _shape_arg(dims))
+
+
+class Transpose(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, d0, d1):
+        shape, strides = S.transpose(x._shape, x._strides, d0, d1)
+        ctx.d0, ctx.d1 = d0, d1
+        return x._view(shape, strides, x._offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.transpose(ctx.d0, ctx.d1)
+
+
+def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    """Returns a view (no copy)."""
+    return Transpose.apply(x, dim0, dim1)
+
+
+swapaxes = swapdims = transpose
+
+
+def t(x: Tensor) -> Tensor:
+    """Returns a view (no copy); only for tensors of at most 2 dims."""
+    if x.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    return x if x.ndim < 2 else transpose(x, 0, 1)
+
+
+def T(x: Tensor) -> Tensor:  # noqa: N802
+    return permute(x, tuple(range(x.ndim - 1, -1, -1)))
+
+
+def mT(x: Tensor) -> Tensor:  # noqa: N802
+    if x.ndim < 2:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    return transpose(x, -2, -1)
+
+
+class Expand(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, shape, strides):
+        return x._view(shape, strides, x._offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g  # the engine sums the gradient back to the input's shape
+
+
+def expand(x: Tensor, *sizes) -> Tensor:
+    """Returns a view (no copy) with stride 0 along expanded dims."""
+    shape, strides = S.expand(x._shape, x._strides, _shape_arg(sizes))
+    if shape == x._shape:
+        return x
+    return Expand.apply(x, shape, strides)
+
+
+def expand_as(x: Tensor, other: Tensor) -> Tensor:
+    return expand(x, other._shape)
+
+
+def broadcast_to(x: Tensor, shape) -> Tensor:
+    return expand(x, tuple(shape))
+
+
+def broadcast_tensors(*tensors):
+    shape = S.broadcast_shapes(*(t._shape for t in tensors))
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def squeeze(x: Tensor, dim=None) -> Tensor:
+    """Returns a view (no copy)."""
+    shape, strides = S.squeeze(x._shape, x._strides, dim)
+    if shape == x._shape:
+        return View.apply(x, shape, strides)
+    return View.apply(x, shape, strides)
+
+
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    """Returns a view (no copy)."""
+    shape, strides = S.unsqueeze(x._shape, x._strides, dim)
+    return View.apply(x, shape, strides)
+
+
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Returns a view when possible, otherwise copies."""
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    return reshape(x, S.flatten(x._shape, start_dim, end_dim))
+
+
+def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
+    d = S.wrap_dim(dim, x.ndim)
+    sizes = S.infer_size(tuple(sizes), x._shape[d])
+    return reshape(x, x._shape[:d] + tuple(sizes) + x._shape[d + 1:])
+
+
+def ravel(x: Tensor) -> Tensor:
+    return reshape(x, (-1,))
+
+
+class Slice(Function):
+    """Basic indexing (ints, slices with positive steps, None, ...): a view; backward pads with zeros."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, index):
+        shape, strides, offset = S.basic_index(x._shape, x._strides, x._offset, index)
+        ctx.in_shape, ctx.index = x._shape, index
+        return x._view(shape, strides, offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        return SliceBackward.apply(g, ctx.in_shape, ctx.index), None
+
+
+class SliceBackward(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, g, in_shape, index):
+        ctx.index = index
+        xp = g._storage.backend.xp
+        out = xp.zeros(in_shape, dtype=g._dtype.np)
+        out[index] = g._arr
+        return out
+
+    @staticmethod
+    def backward(ctx, gg):
+        return gg[ctx.index], None, None
+
+
+def basic_getitem(x: Tensor, index: tuple) -> Tensor:
+    return Slice.apply(x, index)
+
+
+def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """Returns a view (no copy)."""
+    if isinstance(start, Tensor):
+        start = int(start.item())
+    d = S.wrap_dim(dim, x.ndim)
+    n = x._shape[d]
+    if start < 0:
+        start += n
+    S.narrow(x._shape, x._strides, x._offset, d, start, length)  # validates
+    return Slice.apply(x, (slice(None),) * d + (slice(start, start + length),))
+
+
+def select(x: Tensor, dim: int, index: int) -> Tensor:
+    """Returns a view (no copy)."""
+    d = S.wrap_dim(dim, x.ndim)
+    n = x._shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(x._shape)} at dimension {d}")
+    return Slice.apply(x, (slice(None),) * d + (int(index),))
+
+
+def split(x: Tensor, split_size_or_sections, dim: int = 0):
+    """Returns views (no copy)."""
+    d = S.wrap_dim(dim, x.ndim)
+    n = x._shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0 and n > 0:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+        sizes = [min(step, n - s) for s in range(0, n, step)] if step else [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                               f"dimension {d}), but got split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(x, d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(x: Tensor, chunks: int, dim: int = 0):
+    """Returns views (no copy)."""
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0")
+    d = S.wrap_dim(dim, x.ndim)
+    n = x._shape[d]
+    step = -(-n // chunks) if n else 0
+    if step == 0:
+        return tuple(narrow(x, d, 0, 0) for _ in range(chunks)) if n == 0 else (x,)
+    return split(x, step, d)
+
+
+def tensor_split(x: Tensor, sections: int, dim: int = 0):
+    d = S.wrap_dim(dim, x.ndim)
+    n = x._shape[d]
+    base, extra = divmod(n, sections)
+    sizes = [base + 1] * extra + [base] * (sections - extra)
+    return split(x, sizes, d)
+
+
+def unbind(x: Tensor, dim: int = 0):
+    """Returns views (no copy)."""
+    d = S.wrap_dim(dim, x.ndim)
+    return tuple(select(x, d, i) for i in range(x._shape[d]))
+
+
+def movedim(x: Tensor, source, destination) -> Tensor:
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    nd = x.ndim
+    src = S.wrap_dims(src, nd)
+    dst = S.wrap_dims(dst, nd)
+    order = [i for i in range(nd) if i not in src]
+    perm = [None] * nd
+    for s, d in zip(src, dst):
+        perm[d] = s
+    it = iter(order)
+    perm = [p if p is not None else next(it) for p in perm]
+    return permute(x, perm)
+
+
+moveaxis = movedim
+
+
+class AsStrided(Function):
+    """A view with explicit geometry relative to the input's storage; backward scatters (handles overlap)."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, shape, strides, offset):
+        limit = x._storage.data.size
+        if S.numel(shape) and S.max_offset(shape, strides, offset) >= limit:
+            raise RuntimeError(f"setStorage: sizes {list(shape)}, strides {list(strides)}, storage offset {offset} "
+                               f"require a storage of more than {limit} elements")
+        ctx.geom = (shape, strides, offset)
+        ctx.in_geom = (x._shape, x._strides, x._offset)
+        return x._view(shape, strides, offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        return AsStridedScatter.apply(g, ctx.in_geom, ctx.geom)
+
+
+class AsStridedScatter(Function):
+    """Sum a view's gradient back into its input's positions, via the storage positions both touch."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, g, in_geom, geom):
+        ctx.in_geom, ctx.geom = in_geom, geom
+        in_pos, out_pos = _positions(in_geom), _positions(geom)
+        ctx.in_pos, ctx.out_pos = in_pos, out_pos
+        xp = g._storage.backend.xp
+        # map storage position -> input flat index (positions of a valid input are distinct)
+        size = int(max(in_pos.max(initial=-1), out_pos.max(initial=-1))) + 1
+        acc = xp.zeros(size, dtype=g._dtype.np)
+        np.add.at(acc, out_pos.reshape(-1), g._arr.reshape(-1))
+        return acc[in_pos]
+
+    @staticmethod
+    def backward(ctx, gg):
+        xp = gg._storage.backend.xp
+        size = int(max(ctx.in_pos.max(initial=-1), ctx.out_pos.max(initial=-1))) + 1
+        buf = xp.zeros(size, dtype=gg._dtype.np)
+        buf[ctx.in_pos.reshape(-1)] = gg._arr.reshape(-1)
+        return _wrap_array(buf[ctx.out_pos]), None, None
+
+
+def _positions(geom):
+    shape, strides, offset = geom
+    pos = np.full(shape, offset, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        idx_shape = [1] * len(shape)
+        idx_shape[d] = n
+        pos = pos + (np.arange(n, dtype=np.int64) * s).reshape(idx_shape)
+    return pos
+
+
+def as_strided(x: Tensor, size, stride, storage_offset=None) -> Tensor:
+    """Returns a view (no copy) with the given geometry over the storage."""
+    off = x._offset if storage_offset is None else int(storage_offset)
+    return AsStrided.apply(x, tuple(int(s) for s in size), tuple(int(s) for s in stride), off)
+
+
+def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """Returns a view (no copy): windows of `size` every `step` along `dimension`, as a new last dim."""
+    shape, strides = S.unfold(x._shape, x._strides, dimension, size, step)
+    return AsStrided.apply(x, shape, strides, x._offset)
+
+
+def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    nd = x.ndim
+    d1, d2 = S.wrap_dim(dim1, nd), S.wrap_dim(dim2, nd)
+    n1, n2 = x._shape[d1], x._shape[d2]
+    if offset >= 0:
+        length = max(0, min(n1, n2 - offset))
+        start = x._offset + offset * x._strides[d2]
+    else:
+        length = max(0, min(n1 + offset, n2))
+        start = x._offset - offset * x._strides[d1]
+    keep = [i for i in range(nd) if i not in (d1, d2)]
+    shape = tuple(x._shape[i] for i in keep) + (length,)
+    strides = tuple(x._strides[i] for i in keep) + (x._strides[d1] + x._strides[d2],)
+    return AsStrided.apply(x, shape, strides, start if length else x._offset)
+
+
+_ = _wrap_array

@@ -1,0 +1,545 @@
+"""Tensor: a flat backend buffer (Storage) viewed through shape, strides (in elements) and an offset.
+
+Views share the Storage, and with it the version counter that in-place ops bump; autograd checks
+that counter so a value saved for backward and later overwritten in place raises."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _strides as S
+from . import dtypes as D
+from .autograd.function import AccumulateGrad
+from .autograd.grad_mode import state as _grad_state
+from .backend import CPU, as_device, backend_for, backend_of_array, numpy_backend
+
+_NP_TO_DTYPE = D._FROM_NP
+
+
+class Storage:
+    """One flat 1-D backend array shared by a tensor and all its views, plus their version counter."""
+
+    __slots__ = ("data", "version", "device", "backend", "__weakref__")
+
+    def __init__(self, data, device=CPU, backend=numpy_backend):
+        self.data = data
+        self.version = 0
+        self.device = device
+        self.backend = backend
+
+    def size(self) -> int:
+        return self.data.size
+
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+
+def _wrap_array(arr, dtype: D.dtype | None = None) -> Tensor:
+    """A new tensor owning `arr` (a fresh op result). Non-contiguous results are made contiguous."""
+    if arr.__class__ is not np.ndarray:
+        if isinstance(arr, np.generic) or not hasattr(arr, "__cuda_array_interface__"):
+            arr = np.asarray(arr)
+    if dtype is not None and arr.dtype != dtype.np:
+        arr = arr.astype(dtype.np)
+    t = Tensor.__new__(Tensor)
+    if arr.__class__ is np.ndarray:
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
+        t._storage = Storage(arr.reshape(-1))
+    else:
+        be = backend_of_array(arr)
+        if not arr.flags.c_contiguous:
+            arr = be.xp.ascontiguousarray(arr)
+        t._storage = Storage(arr.reshape(-1), be.device_of(arr), be)
+    shape = arr.shape
+    t._shape = shape
+    t._strides = S.contiguous_strides(shape)
+    t._offset = 0
+    try:
+        t._dtype = _NP_TO_DTYPE[arr.dtype]
+    except KeyError:
+        t._dtype = D.from_numpy(arr.dtype)
+    t._arr = arr
+    t._rg = False
+    t._grad = None
+    t.grad_fn = None
+    t._base = None
+    t._output_nr = 0
+    t._grad_acc = None
+    t._retains_grad = False
+    return t
+
+
+class Tensor:
+    __slots__ = ("_storage", "_shape", "_strides", "_offset", "_dtype", "_arr", "_rg", "_grad", "grad_fn",
+                 "_base", "_output_nr", "_grad_acc", "_retains_grad", "__weakref__", "__dict__")
+
+    __array_priority__ = 1000  # NumPy defers `ndarray * Tensor` to Tensor.__rmul__
+
+    def __new__(cls, *args, **kwargs):
+        return super().__new__(cls)
+
+    def __init__(self, *args, **kwargs):
+        # Tensor(data) like torch.Tensor(...): float tensor of the default dtype.
+        if not args and not kwargs:
+            return
+        from .ops.creation import empty, tensor
+
+        if len(args) == 1 and not isinstance(args[0], int):
+            src = tensor(args[0], dtype=D.get_default_dtype())
+        else:
+            src = empty(*args, **kwargs)
+        self._adopt(src)
+
+    def _adopt(self, src: Tensor) -> None:
+        for name in ("_storage", "_shape", "_strides", "_offset", "_dtype", "_arr"):
+            setattr(self, name, getattr(src, name))
+        self._rg = False
+        self._grad = None
+        self.grad_fn = None
+        self._base = None
+        self._output_nr = 0
+        self._grad_acc = None
+        self._retains_grad = False
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> Size:
+        return Size(self._shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return Size(self._shape)
+        return self._shape[S.wrap_dim(dim, len(self._shape))]
+
+    def stride(self, dim: int | None = None):
+        if dim is None:
+            return self._strides
+        return self._strides[S.wrap_dim(dim, len(self._shape))]
+
+    def storage_offset(self) -> int:
+        return self._offset
+
+    def untyped_storage(self) -> Storage:
+        return self._storage
+
+    def data_ptr(self) -> int:
+        return int(self._storage.backend.xp.asarray(self._storage.data).__array_interface__["data"][0]
+                   if self._storage.backend is numpy_backend else self._storage.data.data.ptr) + \
+            self._offset * self._dtype.itemsize
+
+    @property
+    def dtype(self) -> D.dtype:
+        return self._dtype
+
+    @property
+    def device(self):
+        return self._storage.device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._storage.device.type == "cuda"
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    ndimension = dim
+
+    def numel(self) -> int:
+        return S.numel(self._shape)
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._dtype.itemsize
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        return S.is_contiguous(self._shape, self._strides)
+
+    def is_floating_point(self) -> bool:
+        return self._dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return False
+
+    @property
+    def _version(self) -> int:
+        return self._storage.version
+
+    def _is_view(self) -> bool:
+        return self._base is not None
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    # ------------------------------------------------------------------ autograd state
+    @property
+    def requires_grad(self) -> bool:
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        value = bool(value)
+        if value and not self._dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if not value and self.grad_fn is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a "
+                               "computed variable in a subgraph that doesn't require differentiation use "
+                               "var_no_grad = var.detach().")
+        self._rg = value
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def grad(self):
+        if self.grad_fn is not None and not self._retains_grad and self._grad is None:
+            import warnings
+
+            warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+                          "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+                          "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf "
+                          "Tensor.", UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if value._shape != self._shape:
+                raise RuntimeError(f"assigned grad has data of a different size: grad {list(value._shape)} vs "
+                                   f"tensor {list(self._shape)}")
+            if value._dtype is not self._dtype:
+                raise RuntimeError(f"assigned grad has data of a different type: {value._dtype} vs {self._dtype}")
+            if value._storage.device != self._storage.device:
+                raise RuntimeError(f"assigned grad has data located on a different device: {value.device} vs "
+                                   f"{self.device}")
+        self._grad = value
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    def _grad_edge(self):
+        if self.grad_fn is not None:
+            return (self.grad_fn, self._output_nr)
+        acc = self._grad_acc
+        if acc is None:
+            acc = self._grad_acc = AccumulateGrad(self)
+        return (acc, 0)
+
+    def retain_grad(self) -> None:
+        if self.grad_fn is None:
+            return
+        if not self._rg:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._retains_grad:
+            return
+        self._retains_grad = True
+        import weakref
+
+        ref = weakref.ref(self)
+
+        def _retain(grad):
+            t = ref()
+            if t is not None:
+                g = grad.detach()
+                if t._grad is None:
+                    t._grad = g.clone()
+                else:
+                    t._grad = t._grad + g
+            return None
+
+        self.grad_fn._add_pre_hook(self._output_nr, _retain)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def register_hook(self, hook):
+        """hook(grad) -> Tensor or None, run when this tensor's gradient is computed."""
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        node, nr = self._grad_edge()
+        return node._add_pre_hook(nr, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+        from .autograd import backward as _backward
+
+        _backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach(self) -> Tensor:
+        """Returns a view (no copy) that is cut off from the graph; shares storage and version counter."""
+        t = self._alias()
+        return t
+
+    def detach_(self) -> Tensor:
+        self.grad_fn = None
+        self._rg = False
+        return self
+
+    @property
+    def data(self) -> Tensor:
+        return self._alias()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        for name in ("_storage", "_shape", "_strides", "_offset", "_dtype", "_arr"):
+            setattr(self, name, getattr(value, name))
+
+    def _alias(self) -> Tensor:
+        t = Tensor.__new__(Tensor)
+        t._storage = self._storage
+        t._shape = self._shape
+        t._strides = self._strides
+        t._offset = self._offset
+        t._dtype = self._dtype
+        t._arr = self._arr
+        t._rg = False
+        t._grad = None
+        t.grad_fn = None
+        t._base = None
+        t._output_nr = 0
+        t._grad_acc = None
+        t._retains_grad = False
+        return t
+
+    def _view(self, shape, strides, offset) -> Tensor:
+        """Returns a view (no copy) with the given geometry over this tensor's storage."""
+        st = self._storage
+        t = Tensor.__new__(Tensor)
+        t._storage = st
+        t._shape = shape
+        t._strides = strides
+        t._offset = offset
+        t._dtype = self._dtype
+        t._arr = st.backend.view(st.data, shape, strides, offset)
+        t._rg = False
+        t._grad = None
+        t.grad_fn = None
+        t._base = self._base if self._base is not None else self
+        t._output_nr = 0
+        t._grad_acc = None
+        t._retains_grad = False
+        return t
+
+    # ------------------------------------------------------------------ conversion
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """Shares memory with the tensor on the CPU (like PyTorch)."""
+        if self._rg and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                               "instead.")
+        if self._storage.device.type != "cpu":
+            if not force:
+                raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
+                                "copy the tensor to host memory first.")
+            return self._storage.backend.to_numpy(self._arr)
+        return self._arr
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy(force=True)
+        return a.astype(dtype) if dtype is not None else a
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+        v = self._arr.reshape(()) if self._storage.device.type == "cpu" else self._storage.backend.to_numpy(
+            self._arr).reshape(())
+        return v.item()
+
+    def tolist(self):
+        return self.numpy(force=True).tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __index__(self):
+        if self._dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __hash__(self):
+        return id(self)
+
+    def to(self, *args, **kwargs) -> Tensor:
+        """Copies when the device or dtype changes; returns self otherwise."""
+        from .ops.elementwise import to_copy
+
+        device = kwargs.pop("device", None)
+        dtype = kwargs.pop("dtype", None)
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, (D.dtype, type)) or (isinstance(a, str) and a in D._NAMES):
+                dtype = D.as_dtype(a)
+            elif a is not None:
+                device = a
+        dtype = D.as_dtype(dtype) if dtype is not None else self._dtype
+        dev = as_device(device) if device is not None else self._storage.device
+        if dtype is self._dtype and dev == self._storage.device and not copy:
+            return self
+        return to_copy(self, dtype, dev)
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"engine.{self._dtype.name}"
+        return self.to(D.as_dtype(dtype))
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other._dtype)
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking: bool = False) -> Tensor:
+        return self.to(as_device("cuda" if device is None else device))
+
+    def float(self) -> Tensor:
+        return self.to(D.float32)
+
+    def double(self) -> Tensor:
+        return self.to(D.float64)
+
+    def half(self) -> Tensor:
+        return self.to(D.float16)
+
+    def long(self) -> Tensor:
+        return self.to(D.int64)
+
+    def int(self) -> Tensor:
+        return self.to(D.int32)
+
+    def bool(self) -> Tensor:
+        return self.to(D.bool_)
+
+    def byte(self) -> Tensor:
+        return self.to(D.uint8)
+
+    def clone(self, *, memory_format=None) -> Tensor:
+        """Copies (contiguous), keeping the graph."""
+        from .ops.elementwise import clone
+
+        return clone(self)
+
+    def contiguous(self, memory_format=None) -> Tensor:
+        """Returns self when already contiguous, else a contiguous copy."""
+        if S.is_contiguous(self._shape, self._strides):
+            return self
+        return self.clone()
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        from .ops.creation import tensor
+
+        return tensor(data, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        from .ops.creation import zeros
+
+        return zeros(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        from .ops.creation import ones
+
+        return ones(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        from .ops.creation import full
+
+        return full(size, fill_value, dtype=dtype or self._dtype, device=device or self.device,
+                    requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        from .ops.creation import empty
+
+        return empty(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+
+    # ------------------------------------------------------------------ printing
+    def __repr__(self) -> str:
+        from .ops.printing import tensor_repr
+
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if not self._shape:
+            return format(self.item(), spec)
+        return repr(self)
+
+    def __iter__(self):
+        if not self._shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("Wiregrad tensors are not pickled; use engine.save (a safe, non-pickle format)")
+
+    def __deepcopy__(self, memo):
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol at the moment.")
+        from .autograd.grad_mode import no_grad
+
+        with no_grad():
+            new = self.clone()
+        new = type(self)._from_tensor(new, self._rg) if type(self) is not Tensor else new.requires_grad_(self._rg)
+        if self._grad is not None:
+            new._grad = self._grad.clone()
+        memo[id(self)] = new
+        return new
+
+    @classmethod
+    def _from_tensor(cls, t: Tensor, requires_grad: bool):
+        new = cls.__new__(cls)
+        new._adopt(t)
+        new._rg = requires_grad
+        return new
+
+
+class Size(tuple):
+    """torch.Size: a tuple of ints with numel() and a PyTorch-like repr."""
+
+    def numel(self) -> int:
+        return S.numel(self)
+
+    def __repr__(self) -> str:
+        return f"engine.Size({list(self)})"
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return Size(r) if isinstance(i, slice) else r
+
+    def __add__(self, other):
+        return Size(tuple(self) + tuple(other))
+
+
+def _install_methods() -> None:
+    """Bind the op functions as Tensor methods and operators (each op lives in its engine.ops module)."""
+    from .ops import methods
+
+    methods.install(Tensor)
+
+
+def _backend_for_device(dev):
+    return backend_for(dev)
+
+
+_ = _grad_state  # imported for ops that read grad mode through this module
