@@ -24,12 +24,13 @@ def _flat_outputs(out):
 
 def _numerical_jacobian(fn, inputs, idx, out_index, eps):
     """d out[out_index] / d inputs[idx], by perturbing the input's storage through its own view."""
-    from .grad_mode import no_grad
+    from .grad_mode import enable_grad
 
     x = inputs[idx]
     arr = x._arr  # a view with the tensor's own strides: perturbing it perturbs exactly x's elements
     flat_positions = list(np.ndindex(*x._shape)) if x._shape else [()]
-    with no_grad():
+    # grad mode on, so _flat_outputs keeps the same (requires-grad) outputs as the analytical side
+    with enable_grad():
         ref = _flat_outputs(fn(*inputs))[out_index]
     jac = np.zeros((len(flat_positions), ref.numel()), dtype=np.float64)
     seen = {}
@@ -40,7 +41,7 @@ def _numerical_jacobian(fn, inputs, idx, out_index, eps):
             continue
         seen[mem] = k
         orig = arr[pos].copy()
-        with no_grad():
+        with enable_grad():
             arr[pos] = orig + eps
             plus = _flat_outputs(fn(*inputs))[out_index].detach().numpy().astype(np.float64).reshape(-1).copy()
             arr[pos] = orig - eps
