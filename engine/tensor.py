@@ -33,6 +33,9 @@ class Storage:
         return self.data.nbytes
 
 
+_new_tensor = object.__new__
+
+
 def _wrap_array(arr, dtype: D.dtype | None = None) -> Tensor:
     """A new tensor owning `arr` (a fresh op result). Non-contiguous results are made contiguous."""
     if arr.__class__ is not np.ndarray:
@@ -40,7 +43,7 @@ def _wrap_array(arr, dtype: D.dtype | None = None) -> Tensor:
             arr = np.asarray(arr)
     if dtype is not None and arr.dtype != dtype.np:
         arr = arr.astype(dtype.np)
-    t = Tensor.__new__(Tensor)
+    t = _new_tensor(Tensor)
     if arr.__class__ is np.ndarray:
         if not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
@@ -59,24 +62,22 @@ def _wrap_array(arr, dtype: D.dtype | None = None) -> Tensor:
     except KeyError:
         t._dtype = D.from_numpy(arr.dtype)
     t._arr = arr
-    t._rg = False
-    t._grad = None
-    t.grad_fn = None
-    t._base = None
-    t._output_nr = 0
-    t._grad_acc = None
-    t._retains_grad = False
     return t
 
 
 class Tensor:
-    __slots__ = ("_storage", "_shape", "_strides", "_offset", "_dtype", "_arr", "_rg", "_grad", "grad_fn",
-                 "_base", "_output_nr", "_grad_acc", "_retains_grad", "__weakref__", "__dict__")
+    # Geometry lives in slots; autograd fields that most tensors never set are class-level defaults
+    # (an instance stores them only when set), which keeps creating an op's result cheap.
+    __slots__ = ("_storage", "_shape", "_strides", "_offset", "_dtype", "_arr", "__weakref__", "__dict__")
+    _rg = False
+    _grad = None
+    grad_fn = None
+    _base = None
+    _output_nr = 0
+    _grad_acc = None
+    _retains_grad = False
 
     __array_priority__ = 1000  # NumPy defers `ndarray * Tensor` to Tensor.__rmul__
-
-    def __new__(cls, *args, **kwargs):
-        return super().__new__(cls)
 
     def __init__(self, *args, **kwargs):
         # Tensor(data) like torch.Tensor(...): float tensor of the default dtype.
@@ -93,13 +94,6 @@ class Tensor:
     def _adopt(self, src: Tensor) -> None:
         for name in ("_storage", "_shape", "_strides", "_offset", "_dtype", "_arr"):
             setattr(self, name, getattr(src, name))
-        self._rg = False
-        self._grad = None
-        self.grad_fn = None
-        self._base = None
-        self._output_nr = 0
-        self._grad_acc = None
-        self._retains_grad = False
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -296,39 +290,28 @@ class Tensor:
             setattr(self, name, getattr(value, name))
 
     def _alias(self) -> Tensor:
-        t = Tensor.__new__(Tensor)
+        t = _new_tensor(Tensor)
         t._storage = self._storage
         t._shape = self._shape
         t._strides = self._strides
         t._offset = self._offset
         t._dtype = self._dtype
         t._arr = self._arr
-        t._rg = False
-        t._grad = None
-        t.grad_fn = None
-        t._base = None
-        t._output_nr = 0
-        t._grad_acc = None
-        t._retains_grad = False
         return t
 
     def _view(self, shape, strides, offset) -> Tensor:
         """Returns a view (no copy) with the given geometry over this tensor's storage."""
         st = self._storage
-        t = Tensor.__new__(Tensor)
+        t = _new_tensor(Tensor)
         t._storage = st
         t._shape = shape
         t._strides = strides
         t._offset = offset
         t._dtype = self._dtype
-        t._arr = st.backend.view(st.data, shape, strides, offset)
-        t._rg = False
-        t._grad = None
-        t.grad_fn = None
-        t._base = self._base if self._base is not None else self
-        t._output_nr = 0
-        t._grad_acc = None
-        t._retains_grad = False
+        # an empty view may sit past the end of storage (torch keeps start * stride); NumPy would refuse it
+        t._arr = st.backend.view(st.data, shape, strides, 0 if 0 in shape else offset)
+        base = self._base
+        t._base = base if base is not None else self
         return t
 
     # ------------------------------------------------------------------ conversion

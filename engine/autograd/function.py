@@ -16,6 +16,19 @@ FREED_MSG = (
     "if you need to access saved tensors after calling backward.")
 
 
+_TENSOR_API = None
+
+
+def _tensor_api():
+    """(Tensor, _wrap_array), imported once (engine.tensor imports this module)."""
+    global _TENSOR_API
+    if _TENSOR_API is None:
+        from ..tensor import Tensor, _wrap_array
+
+        _TENSOR_API = (Tensor, _wrap_array)
+    return _TENSOR_API
+
+
 class Node:
     """A node of the backward graph. `next_functions[i]` is (node, output_nr) for forward input i."""
 
@@ -150,7 +163,7 @@ class Function(Node):
     @classmethod
     def _new_node(cls, args):
         """A graph node for `args` without running forward (in-place ops and views rewire history with it)."""
-        from ..tensor import Tensor
+        Tensor = _tensor_api()[0]
 
         node = cls.__new__(cls)
         node._freed = False
@@ -164,7 +177,7 @@ class Function(Node):
         for a in args:
             if isinstance(a, Tensor):
                 meta.append((a._shape, a._dtype))
-                if a.requires_grad:
+                if a._rg:
                     nf.append(a._grad_edge())
                     nig.append(True)
                     continue
@@ -180,15 +193,13 @@ class Function(Node):
 
     @classmethod
     def apply(cls, *args):
-        from ..tensor import Tensor, _wrap_array
-
+        Tensor, _wrap_array = _tensor_api()
         needs = False
         if state.grad_enabled:
             for a in args:
-                if a.__class__ is Tensor or isinstance(a, Tensor):
-                    if a.requires_grad:
-                        needs = True
-                        break
+                if (a.__class__ is Tensor or isinstance(a, Tensor)) and a._rg:
+                    needs = True
+                    break
         if not needs:
             if cls._raw:
                 out = cls.forward(_NoGradCtx(), *args)

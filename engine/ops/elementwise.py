@@ -117,8 +117,10 @@ class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
         A, B, dt = _operands(a, b)
-        ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None)
-        ctx.sa, ctx.sb = (None if _is_t(a) else a), (None if _is_t(b) else b)
+        if ctx.__class__ is Mul:  # recording: keep what backward needs (scalars as Python numbers)
+            ta, tb = _is_t(a), _is_t(b)
+            ctx.save_for_backward(a if ta else None, b if tb else None)
+            ctx.sa, ctx.sb = (None if ta else a), (None if tb else b)
         if dt is D.bool_:
             return np.logical_and(A, B)
         return np.multiply(A, B)

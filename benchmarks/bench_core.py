@@ -1,0 +1,173 @@
+"""Engine core benchmarks: per-op overhead and a 784-256-10 MLP training step, vs PyTorch CPU and NumPy.
+
+Run: python benchmarks/bench_core.py [--rounds 7]
+Targets (issue "Engine core"): per-op overhead < 2x torch; MLP step no slower than torch CPU and
+within 1.2x of the hand-written NumPy step."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import engine  # noqa: E402
+from benchmarks._harness import compare, median_ratio, report  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # the benchmark still reports engine vs NumPy
+    torch = None
+
+
+def per_op(rounds: int) -> None:
+    rng = np.random.default_rng(0)
+    arrs = [rng.standard_normal((4, 4)).astype(np.float32) for _ in range(3)]
+    ea, eb, ec = (engine.tensor(a, requires_grad=True) for a in arrs)
+    na, nb, nc = (engine.tensor(a) for a in arrs)
+
+    def eng_fwd_nograd():
+        return na * nb + nc
+
+    def eng_fwd():
+        return ea * eb + ec
+
+    def eng_fwd_bwd():
+        (ea * eb + ec).sum().backward()
+
+    contenders = {"engine fwd (no grad)": eng_fwd_nograd, "engine fwd (grad)": eng_fwd,
+                  "engine fwd+bwd": eng_fwd_bwd}
+    if torch is not None:
+        ta, tb, tc = (torch.tensor(a, requires_grad=True) for a in arrs)
+        xa, xb, xc = (torch.tensor(a) for a in arrs)
+        contenders.update({
+            "torch fwd (no grad)": lambda: xa * xb + xc,
+            "torch fwd (grad)": lambda: ta * tb + tc,
+            "torch fwd+bwd": lambda: (ta * tb + tc).sum().backward(),
+        })
+    times = compare(contenders, iters=3000, rounds=rounds)
+    # two ops per forward (mul, add); fwd+bwd has mul, add, sum + backward
+    per = {k: [t / (2 if "bwd" not in k else 3) for t in v] for k, v in times.items()}
+    report("Per-op overhead, (4,4) float32, microseconds per op", per, base="engine fwd (grad)")
+    if torch is not None:
+        for kind in ("fwd (no grad)", "fwd (grad)", "fwd+bwd"):
+            print(f"  engine/torch {kind:<14}: {median_ratio(per, 'engine ' + kind, 'torch ' + kind):.2f}x")
+
+
+def mlp_step(rounds: int) -> None:
+    batch, d_in, d_h, d_out, lr = 128, 784, 256, 10, 0.01
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batch, d_in)).astype(np.float32)
+    y = rng.integers(0, d_out, batch)
+    w1 = (rng.standard_normal((d_h, d_in)) * 0.05).astype(np.float32)
+    b1 = np.zeros(d_h, np.float32)
+    w2 = (rng.standard_normal((d_out, d_h)) * 0.05).astype(np.float32)
+    b2 = np.zeros(d_out, np.float32)
+
+    # --- engine: nn layers when available, else the same maths from core ops
+    try:
+        from engine import nn
+        from engine.nn import functional as F
+
+        emodel = nn.Sequential(nn.Linear(d_in, d_h), nn.ReLU(), nn.Linear(d_h, d_out))
+        with engine.no_grad():
+            for p, v in zip(emodel.parameters(), (w1, b1, w2, b2)):
+                p.copy_(engine.tensor(v))
+        eparams = list(emodel.parameters())
+
+        def eforward(xx):
+            return emodel(xx)
+
+        def eloss(out, tt):
+            return F.cross_entropy(out, tt)
+    except ImportError:
+        eparams = [engine.tensor(v, requires_grad=True) for v in (w1, b1, w2, b2)]
+
+        def eforward(xx):
+            h = (xx @ eparams[0].t() + eparams[1]).relu()
+            return h @ eparams[2].t() + eparams[3]
+
+        def eloss(out, tt):
+            return -out.log_softmax(1).gather(1, tt.unsqueeze(1)).mean()
+
+    ex, ey = engine.tensor(x), engine.tensor(y)
+
+    def engine_step():
+        for p in eparams:
+            p.grad = None
+        loss = eloss(eforward(ex), ey)
+        loss.backward()
+        with engine.no_grad():
+            for p in eparams:
+                p.sub_(p.grad, alpha=lr)
+        return loss
+
+    # --- hand-written NumPy: the same step, forward and backward by hand
+    nw1, nb1, nw2, nb2 = w1.copy(), b1.copy(), w2.copy(), b2.copy()
+    onehot = np.eye(d_out, dtype=np.float32)[y]
+
+    def numpy_step():
+        nonlocal nw1, nb1, nw2, nb2
+        h_pre = x @ nw1.T + nb1
+        h = np.maximum(h_pre, 0)
+        logits = h @ nw2.T + nb2
+        m = logits.max(axis=1, keepdims=True)
+        e = np.exp(logits - m)
+        s = e.sum(axis=1, keepdims=True)
+        loss = float(np.mean(np.log(s[:, 0]) + m[:, 0] - logits[np.arange(batch), y]))
+        g_logits = (e / s - onehot) / batch
+        g_w2 = g_logits.T @ h
+        g_b2 = g_logits.sum(0)
+        g_h = g_logits @ nw2
+        g_h *= h_pre > 0
+        g_w1 = g_h.T @ x
+        g_b1 = g_h.sum(0)
+        nw1 -= lr * g_w1
+        nb1 -= lr * g_b1
+        nw2 -= lr * g_w2
+        nb2 -= lr * g_b2
+        return loss
+
+    contenders = {"engine": engine_step, "numpy (hand-written)": numpy_step}
+    if torch is not None:
+        tmodel = torch.nn.Sequential(torch.nn.Linear(d_in, d_h), torch.nn.ReLU(), torch.nn.Linear(d_h, d_out))
+        with torch.no_grad():
+            for p, v in zip(tmodel.parameters(), (w1, b1, w2, b2)):
+                p.copy_(torch.from_numpy(v))
+        topt = torch.optim.SGD(tmodel.parameters(), lr=lr)
+        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+
+        def torch_step():
+            topt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(tmodel(tx), ty)
+            loss.backward()
+            topt.step()
+            return loss
+
+        contenders["torch"] = torch_step
+    times = compare(contenders, iters=100, rounds=rounds)
+    report("MLP 784-256-10 training step, batch 128, float32, SGD (microseconds per step)", times, base="engine")
+    print(f"  engine/numpy: {median_ratio(times, 'engine', 'numpy (hand-written)'):.2f}x  (target <= 1.2x)")
+    if torch is not None:
+        print(f"  engine/torch: {median_ratio(times, 'engine', 'torch'):.2f}x  (target <= 1.0x)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    try:
+        from threadpoolctl import threadpool_info
+
+        libs = ", ".join(f"{i['internal_api']}:{i['num_threads']}t" for i in threadpool_info())
+    except ImportError:
+        libs = "?"
+    print(f"numpy {np.__version__}, torch {torch.__version__ if torch else 'absent'}; thread pools: {libs}")
+    per_op(args.rounds)
+    mlp_step(args.rounds)
+
+
+if __name__ == "__main__":
+    main()
