@@ -1,0 +1,95 @@
+"""SGD with momentum, dampening, Nesterov, weight decay and maximize (PyTorch's single-tensor formulas)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..tensor import _wrap_array
+from .optimizer import Optimizer, required
+
+
+class SGD(Optimizer):
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        momentum: float = 0,
+        dampening: float = 0,
+        weight_decay: float = 0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+        foreach=None,
+        differentiable: bool = False,
+        fused=None,
+    ):
+        if lr is not required and lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        if fused:
+            raise RuntimeError("fused=True is not supported by Wiregrad's SGD")
+        defaults = dict(
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+            maximize=maximize,
+            foreach=foreach,
+            differentiable=differentiable,
+            fused=fused,
+        )
+        super().__init__(params, defaults)
+
+    def _update_group(self, group) -> None:
+        lr = float(group["lr"])
+        wd, mom, damp = group["weight_decay"], group["momentum"], group["dampening"]
+        nesterov, maximize = group["nesterov"], group["maximize"]
+        for p in group["params"]:
+            if p._grad is None:
+                continue
+            P = p._arr
+            g = p._grad._arr
+            if maximize or wd != 0:
+                d = self._tmp(p, "d")
+                if maximize:
+                    np.negative(g, out=d)
+                    g = d
+                if wd != 0:
+                    t = self._tmp(p, "t")
+                    np.multiply(P, wd, out=t)
+                    np.add(g, t, out=d)
+                    g = d
+            if mom != 0:
+                st = self.state[p]
+                buf = st.get("momentum_buffer")
+                if buf is None:
+                    buf = st["momentum_buffer"] = _wrap_array(np.array(g, dtype=P.dtype, copy=True))
+                else:
+                    B = buf._arr
+                    np.multiply(B, mom, out=B)
+                    if damp == 0:
+                        np.add(B, g, out=B)
+                    else:
+                        t = self._tmp(p, "t")
+                        np.multiply(g, 1 - damp, out=t)
+                        np.add(B, t, out=B)
+                    buf._storage.version += 1
+                if nesterov:
+                    n = self._tmp(p, "n")
+                    np.multiply(buf._arr, mom, out=n)
+                    np.add(g, n, out=n)
+                    g = n
+                else:
+                    g = buf._arr
+            u = self._tmp(p, "u")
+            np.multiply(g, -lr, out=u)
+            np.add(P, u, out=P)
+            p._storage.version += 1
