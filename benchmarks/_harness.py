@@ -34,7 +34,8 @@ def median_ratio(times: dict[str, list[float]], num: str, den: str) -> float:
     return statistics.median(a / b for a, b in zip(times[num], times[den]))
 
 
-def report(title: str, times: dict[str, list[float]], base: str, unit: str = "us", scale: float = 1e6) -> None:
+def report(title: str, times: dict[str, list[float]], base: str, unit: str = "us",
+           scale: float = 1e6) -> None:
     print(f"\n{title}")
     for name, ts in times.items():
         med = statistics.median(ts) * scale

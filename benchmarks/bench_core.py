@@ -148,7 +148,8 @@ def mlp_step(rounds: int) -> None:
 
         contenders["torch"] = torch_step
     times = compare(contenders, iters=100, rounds=rounds)
-    report("MLP 784-256-10 training step, batch 128, float32, SGD (microseconds per step)", times, base="engine")
+    report("MLP 784-256-10 training step, batch 128, float32, SGD (microseconds per step)", times,
+           base="engine")
     print(f"  engine/numpy: {median_ratio(times, 'engine', 'numpy (hand-written)'):.2f}x  (target <= 1.2x)")
     if torch is not None:
         print(f"  engine/torch: {median_ratio(times, 'engine', 'torch'):.2f}x  (target <= 1.0x)")
