@@ -345,12 +345,13 @@ def _conv_out(size: int, k: int, s: int, p: int, d: int, axis: str, shape: Shape
 
 def _pool_out(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool, axis: str, shape: Shape) -> int:
     span = size + 2 * p - d * (k - 1) - 1
-    if span < 0:
-        raise ShapeError(f"input {format_shape(shape)} is too small along {axis} for a window of {k}")
-    out = (-(-span // s) if ceil_mode else span // s) + 1
+    out = (span + (s - 1 if ceil_mode else 0)) // s + 1  # floor division, as PyTorch's div_rtn
     # PyTorch: with ceil_mode the last window must start inside the input or its left padding
     if ceil_mode and (out - 1) * s >= size + p:
         out -= 1
+    if out < 1:
+        raise ShapeError(f"input {format_shape(shape)} is too small along {axis} for a window of {k}"
+                         f" (dilation {d}, padding {p}): the output would be empty")
     return out
 
 
@@ -703,10 +704,9 @@ def _pool_params(n: int, is_max: bool) -> tuple[ParamSpec, ...]:
 
 def _make_pool_check(n: int, is_max: bool):
     def check(p):
-        k, pd = _tuple(p["kernel_size"], n), _tuple(p["padding"], n)
-        dl = _tuple(p["dilation"], n) if is_max else (1,) * n
-        for ki, pi, di in zip(k, pd, dl):
-            if pi > ((ki - 1) * di + 1) // 2:
+        # PyTorch compares with the kernel size itself, even when dilated
+        for ki, pi in zip(_tuple(p["kernel_size"], n), _tuple(p["padding"], n)):
+            if pi > ki // 2:
                 raise ParamError(f"padding ({pi}) must be at most half the window ({ki})")
 
     return check
@@ -1213,6 +1213,8 @@ def close_types(name: str) -> list[str]:
     if not isinstance(name, str):
         return []
     lowered = {t.lower(): t for t in _SPECS}
+    if name.lower() in lowered:  # only the capitalisation is off
+        return [lowered[name.lower()]]
     hits = difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.6)
     return [lowered[h] for h in hits]
 

@@ -372,14 +372,14 @@ class Document:
                                 f"{_port_list([p.name for p in dst_spec.inputs], 'inputs')}")
         if edge in self.edges:
             raise DocumentError(f"{edge} is already connected")
-        taken = self.incoming(dst, dst_port)
-        if taken and not port.variadic:
-            raise DocumentError(f"port {dst_port} of {dst} already has an input from {taken[0].src}; "
-                                "disconnect it first")
         path = self._path(dst, src)
         if path is not None:
             raise DocumentError(f"connecting {src} to {dst} would make a cycle: "
                                 + " → ".join([src, *path]))
+        taken = self.incoming(dst, dst_port)
+        if taken and not port.variadic:
+            raise DocumentError(f"port {dst_port} of {dst} already has an input from {taken[0].src}; "
+                                "disconnect it first")
         if len(self.edges) >= MAX_EDGES:
             raise DocumentError(f"a graph can have at most {MAX_EDGES} wires")
         if index is None:

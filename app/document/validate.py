@@ -76,8 +76,9 @@ def validate(doc: Document | Mapping[str, Any],
                 stack.append(nxt)
     if inputs:
         for out in outputs:
+            # graph-level, not pinned to the Output: the node that breaks the path has its own error
             if out not in reached and info.nodes[out].problem is None:
-                problems.append(Problem(out, None, "no path leads here from an Input node"))
+                problems.append(Problem(None, None, f"no path leads from an Input node to {out}"))
 
     if len(doc.nodes) > 1:
         for node_id in info.order:
