@@ -253,8 +253,7 @@ def basic_index(shape: Shape, strides: Shape, offset: int, index: tuple):
                 raise ValueError("step must be greater than zero")
             start, stop, _ = slice(idx.start, idx.stop, 1).indices(n)
             length = max(0, (stop - start + step - 1) // step)
-            if length:
-                offset += start * strides[d]
+            offset += start * strides[d]
             out_sh.append(length)
             out_st.append(strides[d] * step)
             d += 1

@@ -33,11 +33,11 @@ class Generator:
         return self._initial_seed
 
     def get_state(self):
-        from . import tensor as _t
+        from .ops.creation import tensor
 
         blob = json.dumps({"seed": self._initial_seed, "bit_generator": self._np.bit_generator.state},
                           sort_keys=True).encode()
-        return _t.tensor(np.frombuffer(blob, dtype=np.uint8).copy())
+        return tensor(np.frombuffer(blob, dtype=np.uint8).copy())
 
     def set_state(self, state) -> None:
         arr = state.numpy() if hasattr(state, "numpy") else np.asarray(state)

@@ -367,7 +367,7 @@ class Tensor:
         device = kwargs.pop("device", None)
         dtype = kwargs.pop("dtype", None)
         copy = kwargs.pop("copy", False)
-        kwargs.pop("non_blocking", None)
+        non_blocking = kwargs.pop("non_blocking", False)
         for a in args:
             if isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
@@ -379,7 +379,7 @@ class Tensor:
         dev = as_device(device) if device is not None else self._storage.device
         if dtype is self._dtype and dev == self._storage.device and not copy:
             return self
-        return to_copy(self, dtype, dev)
+        return to_copy(self, dtype, dev, non_blocking)
 
     def type(self, dtype=None):
         if dtype is None:
@@ -393,7 +393,21 @@ class Tensor:
         return self.to("cpu")
 
     def cuda(self, device=None, non_blocking: bool = False) -> Tensor:
-        return self.to(as_device("cuda" if device is None else device))
+        return self.to(as_device("cuda" if device is None else device), non_blocking=non_blocking)
+
+    def pin_memory(self) -> Tensor:
+        """Copies a CPU tensor into page-locked memory (fast, asynchronous copies to the GPU)."""
+        from .backend import cupy_backend
+
+        if self._storage.device.type != "cpu":
+            raise RuntimeError(f"cannot pin '{self.device}' memory: only dense CPU tensors can be pinned")
+        return _wrap_array(cupy_backend.require().pinned_copy(self._arr))
+
+    def is_pinned(self) -> bool:
+        from .backend import cupy_backend
+
+        return self._storage.device.type == "cpu" and cupy_backend.available() and \
+            cupy_backend.is_pinned(self._storage.data)
 
     def float(self) -> Tensor:
         return self.to(D.float32)

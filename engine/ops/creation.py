@@ -18,13 +18,15 @@ def _size(size) -> tuple:
     return out
 
 
-def _finish(arr, device, requires_grad) -> Tensor:
+def _finish(arr, device, requires_grad, pin_memory: bool = False) -> Tensor:
     dev = as_device(device)
     if dev.type != "cpu":
-        arr = backend_for(dev).from_numpy(arr)
+        arr = backend_for(dev).from_numpy(arr, dev)  # the array's GPU sets the tensor's device
+    elif pin_memory:
+        from ..backend import cupy_backend
+
+        arr = cupy_backend.require().pinned_copy(arr)
     t = _wrap_array(arr)
-    if dev.type != "cpu":
-        t._storage.device = dev if dev.index is not None else as_device(f"cuda:{0}")
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -80,7 +82,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
             raise ValueError(f"expected sequence of equal-length lists ({e})") from None
     if arr.dtype != dt.np:
         arr = arr.astype(dt.np)
-    return _finish(np.ascontiguousarray(arr), device, requires_grad)
+    # not np.ascontiguousarray: it turns a 0-d array into shape (1,)
+    return _finish(np.asarray(arr, order="C"), device, requires_grad, pin_memory)
 
 
 def _flat(x):
@@ -161,7 +164,7 @@ def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False,
           memory_format=None) -> Tensor:
-    return _finish(np.empty(_size(size), dtype=_dt(dtype).np), device, requires_grad)
+    return _finish(np.empty(_size(size), dtype=_dt(dtype).np), device, requires_grad, pin_memory)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -230,21 +233,30 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=
     return _finish(np.eye(n, m if m is not None else n, dtype=_dt(dtype).np), device, requires_grad)
 
 
-def _gen(generator):
-    return generator if generator is not None else default_generator
+def _gen(generator, device=None):
+    """The generator to draw from: the given one, else the default of the device the result goes to."""
+    if generator is not None:
+        return generator
+    if device is not None and as_device(device).type == "cuda":
+        from .. import cuda
+
+        return cuda.default_generator(device)
+    return default_generator
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     dt = _dt(dtype)
-    return _finish(_gen(generator).uniform(_size(size), dt.np), device, requires_grad)
+    return _finish(_gen(generator, device).uniform(_size(size), dt.np), device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     dt = _dt(dtype)
-    return _finish(_gen(generator).normal(_size(size), dt.np), device, requires_grad)
+    return _finish(_gen(generator, device).normal(_size(size), dt.np), device, requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if size is None and isinstance(high, (tuple, list)):  # randint(high, size), like PyTorch
+        high, size = None, high
     if high is None:
         low, high = 0, low
     if size is None:
@@ -252,13 +264,13 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     dt = D.as_dtype(dtype) if dtype is not None else D.int64
-    return _finish(_gen(generator).integers(low, high, _size((size,)), np.int64).astype(dt.np), device,
+    return _finish(_gen(generator, device).integers(low, high, _size((size,)), np.int64).astype(dt.np), device,
                    requires_grad)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     dt = D.as_dtype(dtype) if dtype is not None else D.int64
-    return _finish(_gen(generator).permutation(int(n)).astype(dt.np), device, requires_grad)
+    return _finish(_gen(generator, device).permutation(int(n)).astype(dt.np), device, requires_grad)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
@@ -266,12 +278,12 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
         ref = mean if isinstance(mean, Tensor) else std
         shape = np.broadcast_shapes(np.shape(mean._arr if isinstance(mean, Tensor) else mean),
                                     np.shape(std._arr if isinstance(std, Tensor) else std))
-        z = _finish(_gen(generator).normal(shape, ref._dtype.np), ref.device, False)
+        z = _finish(_gen(generator, ref.device).normal(shape, ref._dtype.np), ref.device, False)
         return z * std + mean
     if size is None:
         raise TypeError("normal() with scalar mean and std needs a size")
     dt = _dt(dtype)
-    z = _gen(generator).normal(_size((size,)), dt.np)
+    z = _gen(generator, device).normal(_size((size,)), dt.np)
     return _finish((z * std + mean).astype(dt.np), device, requires_grad)
 
 
@@ -291,8 +303,8 @@ def randint_like(input, low, high=None, dtype=None, device=None):
 
 
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
-    probs = input._arr if p is None else np.full(input._shape, p)
-    u = _gen(generator).uniform(input._shape, np.float64)
+    probs = input._arr if p is None else p
+    u = _gen(generator, input.device).uniform(input._shape, np.float64)
     return _finish((u < probs).astype(input._dtype.np), input.device, False)
 
 
@@ -308,7 +320,7 @@ def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) -> Te
     from .elementwise import _check_inplace
 
     _check_inplace(t)
-    u = _gen(generator).uniform(t._shape, np.float64 if t._dtype.itemsize == 8 else np.float32)
+    u = _gen(generator, t.device).uniform(t._shape, np.float64 if t._dtype.itemsize == 8 else np.float32)
     t._arr[...] = u * (b - a) + a
     t._storage.version += 1
     return t
@@ -318,7 +330,7 @@ def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -
     from .elementwise import _check_inplace
 
     _check_inplace(t)
-    z = _gen(generator).normal(t._shape, np.float64 if t._dtype.itemsize == 8 else np.float32)
+    z = _gen(generator, t.device).normal(t._shape, np.float64 if t._dtype.itemsize == 8 else np.float32)
     t._arr[...] = z * std + mean
     t._storage.version += 1
     return t

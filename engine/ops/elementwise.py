@@ -34,6 +34,15 @@ def _scalar_cat(v) -> int:
     raise TypeError(f"unsupported operand type: {type(v).__name__}")
 
 
+def _wrap_int_scalar(v, dt: D.dtype):
+    """An int scalar outside an integer dtype's range wraps around like PyTorch (uint8 + -3), not raise."""
+    if dt._cat == 1 and v.__class__ is int:
+        info = np.iinfo(dt.np)
+        if not info.min <= v <= info.max:
+            return np.array(v).astype(dt.np)
+    return v
+
+
 def _operands(a, b):
     """Backend arrays (or Python scalars) for a binary op, cast so the result has PyTorch's dtype."""
     if _is_t(a):
@@ -54,11 +63,11 @@ def _operands(a, b):
                     B = a._storage.backend.xp.asarray(B)
             return A, B, dt
         if _scalar_cat(b) <= a._dtype._cat:
-            return a._arr, b, a._dtype
+            return a._arr, _wrap_int_scalar(b, a._dtype), a._dtype
         dt = D.result_type(a, b)
         return a._arr.astype(dt.np), b, dt
     if _scalar_cat(a) <= b._dtype._cat:
-        return a, b._arr, b._dtype
+        return _wrap_int_scalar(a, b._dtype), b._arr, b._dtype
     dt = D.result_type(a, b)
     return a, b._arr.astype(dt.np), dt
 
@@ -103,6 +112,9 @@ class Sub(Function):
         if dt is D.bool_:
             raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
                                "`^` or `logical_xor()` operator instead.")
+        if any((x._dtype is D.bool_) if _is_t(x) else isinstance(x, (bool, np.bool_)) for x in (a, b)):
+            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                               "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
         ctx.alpha = alpha
         return np.subtract(A, B) if alpha == 1 else np.subtract(A, np.multiply(B, alpha))
 
@@ -140,8 +152,9 @@ class Div(Function):
     def forward(ctx, a, b, rounding_mode=None):
         A, B, dt = _operands(a, b)
         if rounding_mode is None:
-            A, _ = _as_float(A, dt)
-            B, _ = _as_float(B, dt)
+            # true division sees the scalar's real value, not its integer wrap-around
+            A, _ = _as_float(A if _is_t(a) else a, dt)
+            B, _ = _as_float(B if _is_t(b) else b, dt)
             ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None)
             ctx.sa, ctx.sb = (None if _is_t(a) else a), (None if _is_t(b) else b)
             ctx.rounding = None
@@ -290,7 +303,12 @@ def remainder(input, other):
     return r
 
 
-fmod = remainder
+def fmod(input, other):
+    A, B, _ = _operands(input, other)
+    r = _wrap_array(np.fmod(A, B))
+    if _is_t(input) and input._rg and state.grad_enabled:
+        return input - (input - r).detach()
+    return r
 
 
 def pow(input, exponent):
@@ -557,15 +575,15 @@ class ToCopy(Function):
     _raw = True
 
     @staticmethod
-    def forward(ctx, x, dtype, device):
+    def forward(ctx, x, dtype, device, non_blocking=False):
         ctx.src_dtype, ctx.src_device = x._dtype, x.device
         arr = x._arr
         if device != x._storage.device:
             from ..backend import backend_for
 
-            dst = backend_for(device)
-            arr = dst.from_numpy(x._storage.backend.to_numpy(arr)) if dst.name != "numpy" else \
-                x._storage.backend.to_numpy(arr)
+            src, dst = x._storage.backend, backend_for(device)
+            host = arr if src.name == "numpy" else src.to_numpy(arr, non_blocking)
+            arr = host if dst.name == "numpy" else dst.from_numpy(host, device, non_blocking)
         if arr.dtype != dtype.np:
             arr = arr.astype(dtype.np)
         elif arr is x._arr:
@@ -574,11 +592,11 @@ class ToCopy(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g.to(dtype=ctx.src_dtype, device=ctx.src_device), None, None
+        return g.to(dtype=ctx.src_dtype, device=ctx.src_device), None, None, None
 
 
-def to_copy(x: Tensor, dtype: D.dtype, device) -> Tensor:
-    return ToCopy.apply(x, dtype, device)
+def to_copy(x: Tensor, dtype: D.dtype, device, non_blocking: bool = False) -> Tensor:
+    return ToCopy.apply(x, dtype, device, non_blocking)
 
 
 # ----------------------------------------------------------------------------- comparisons and logic

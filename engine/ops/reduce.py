@@ -118,7 +118,7 @@ class Var(Function):
         (x,) = ctx.saved_tensors
         m = x.mean(dim=ctx.axes, keepdim=True)
         g = _expand_back(g, x._shape, ctx.axes, ctx.keepdim)
-        return g * (x - m) * (2.0 / max(ctx.n - ctx.correction, 0)) if ctx.n - ctx.correction > 0 else \
+        return g * (x - m) * (2.0 / (ctx.n - ctx.correction)) if ctx.n - ctx.correction > 0 else \
             g * float("nan")
 
 
