@@ -422,3 +422,11 @@ def test_classification_loss_needs_class_scores():
 def test_validate_never_raises_on_garbage():
     assert validate([]) == [Problem(None, None, "a graph document is a JSON object, got a list")]
     assert "newer Wiregrad" in validate({"format": "wiregrad.graph", "version": 99})[0].message
+
+
+def test_every_node_icon_has_an_svg_in_assets():
+    from pathlib import Path
+
+    icons = Path(__file__).resolve().parents[1] / "assets" / "icons"
+    missing = sorted({s.icon for s in catalogue().values() if not (icons / f"{s.icon}.svg").exists()})
+    assert missing == []

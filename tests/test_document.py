@@ -438,14 +438,14 @@ def _accepted_or_document_error(value) -> None:
     assert isinstance(validate(value), list)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(json_values)
 def test_fuzz_random_json_is_accepted_or_rejected_with_document_error(value):
     _accepted_or_document_error(value)
     _accepted_or_document_error({"format": "wiregrad.graph", "version": 1, "nodes": value})
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_fuzz_mutated_documents_are_accepted_or_rejected_with_document_error(data):
     d = _mlp_dict()
