@@ -1,77 +1,172 @@
-"""engine.cuda: device queries and memory statistics. Everything answers sensibly without a GPU."""
+"""engine.cuda: device queries, memory statistics and CUDA random seeds, like torch.cuda.
+
+Without CuPy or a GPU: is_available() is False, counts and memory statistics are 0, seeding is remembered for
+later, and everything that needs a device raises a RuntimeError naming the missing piece."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .backend import cupy_backend
 
 
 def is_available() -> bool:
+    """True when CuPy imports and sees at least one CUDA device; never raises."""
     return cupy_backend.available()
 
 
+def _cp():
+    return cupy_backend.require().xp
+
+
+def _index(device) -> int:
+    return cupy_backend.device_index(device)
+
+
 def device_count() -> int:
-    return cupy_backend._cp.cuda.runtime.getDeviceCount() if is_available() else 0
-
-
-def _require():
-    return cupy_backend.require()._cp if hasattr(cupy_backend.require(), "_cp") else None
+    return _cp().cuda.runtime.getDeviceCount() if is_available() else 0
 
 
 def current_device() -> int:
-    return cupy_backend.require()._cp.cuda.runtime.getDevice()
+    return _cp().cuda.runtime.getDevice()
 
 
 def set_device(device) -> None:
-    idx = device if isinstance(device, int) else (device.index or 0) if hasattr(device, "index") else \
-        int(str(device).split(":")[1]) if ":" in str(device) else 0
-    cupy_backend.require()._cp.cuda.runtime.setDevice(idx)
+    """Make `device` (int, 'cuda:1', engine.device) the current GPU; index-less 'cuda' tensors go there."""
+    cp = _cp()
+    idx = _index(device)
+    if not 0 <= idx < device_count():
+        raise RuntimeError(f"CUDA error: invalid device ordinal {idx} (this machine has {device_count()} "
+                           "GPUs)")
+    cp.cuda.runtime.setDevice(idx)
+
+
+class device:  # noqa: N801 - torch.cuda.device
+    """Context manager that makes a GPU current for its block."""
+
+    def __init__(self, device):
+        self.idx = _index(device)
+        self.prev = None
+
+    def __enter__(self):
+        self.prev = current_device()
+        set_device(self.idx)
+
+    def __exit__(self, *exc):
+        set_device(self.prev)
+
+
+@dataclass(frozen=True)
+class _CudaDeviceProperties:
+    name: str
+    major: int
+    minor: int
+    total_memory: int
+    multi_processor_count: int
+
+    def __repr__(self) -> str:
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // (1 << 20)}MB, multi_processor_count="
+                f"{self.multi_processor_count})")
+
+
+def get_device_properties(device=None) -> _CudaDeviceProperties:
+    p = _cp().cuda.runtime.getDeviceProperties(_index(device))
+    name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+    return _CudaDeviceProperties(name, int(p["major"]), int(p["minor"]), int(p["totalGlobalMem"]),
+                                 int(p["multiProcessorCount"]))
 
 
 def get_device_name(device=None) -> str:
-    cp = cupy_backend.require()._cp
-    idx = 0 if device is None else device if isinstance(device, int) else (getattr(device, "index", 0) or 0)
-    return cp.cuda.runtime.getDeviceProperties(idx)["name"].decode()
+    return get_device_properties(device).name
 
 
-def get_device_properties(device=None) -> dict:
-    cp = cupy_backend.require()._cp
-    idx = 0 if device is None else device if isinstance(device, int) else (getattr(device, "index", 0) or 0)
-    p = cp.cuda.runtime.getDeviceProperties(idx)
-    return {"name": p["name"].decode(), "total_memory": p["totalGlobalMem"], "major": p["major"],
-            "minor": p["minor"], "multi_processor_count": p["multiProcessorCount"]}
+def get_device_capability(device=None) -> tuple[int, int]:
+    p = get_device_properties(device)
+    return p.major, p.minor
 
 
 def synchronize(device=None) -> None:
-    if is_available():
-        cupy_backend.require().synchronize()
+    """Wait for every kernel and copy queued on `device` (the current GPU by default)."""
+    cupy_backend.require().synchronize(device)
 
 
+# ----------------------------------------------------------------------------- memory (CuPy's pool)
 def memory_allocated(device=None) -> int:
-    return cupy_backend._cp.get_default_memory_pool().used_bytes() if is_available() else 0
-
-
-_peak = 0
+    """Bytes held by live tensors on `device` (0 without a GPU)."""
+    if not is_available():
+        return 0
+    with _cp().cuda.Device(_index(device)):
+        return _cp().get_default_memory_pool().used_bytes()
 
 
 def max_memory_allocated(device=None) -> int:
-    global _peak
-    _peak = max(_peak, memory_allocated(device))
-    return _peak
+    """Peak of memory_allocated since start or reset_peak_memory_stats (0 without a GPU)."""
+    if not is_available():
+        return 0
+    return max(cupy_backend._peak.get(_index(device), 0), memory_allocated(device))
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    if is_available():
+        cupy_backend._peak[_index(device)] = memory_allocated(device)
 
 
 def memory_reserved(device=None) -> int:
-    return cupy_backend._cp.get_default_memory_pool().total_bytes() if is_available() else 0
+    """Bytes the caching pool holds from the driver, in use or cached (0 without a GPU)."""
+    if not is_available():
+        return 0
+    with _cp().cuda.Device(_index(device)):
+        return _cp().get_default_memory_pool().total_bytes()
 
 
 def empty_cache() -> None:
+    """Return cached, unused blocks to the driver (no-op without a GPU)."""
     if is_available():
-        cupy_backend._cp.get_default_memory_pool().free_all_blocks()
+        _cp().get_default_memory_pool().free_all_blocks()
+        _cp().get_default_pinned_memory_pool().free_all_blocks()
+
+
+# ----------------------------------------------------------------------------- random numbers
+def default_generator(device=None):
+    """The Philox generator that `engine.randn(..., device='cuda')` and dropout draw from on a GPU."""
+    cupy_backend.require()
+    return cupy_backend.default_generator(_index(device))
 
 
 def manual_seed(seed: int) -> None:
-    """Seeds the CUDA generators when a GPU is present; a no-op otherwise (like PyTorch)."""
-    if is_available():
-        cupy_backend._cp.random.seed(int(seed) % (1 << 32))
+    """Seed the CUDA generators. Without a GPU the seed is kept for when one is used, like PyTorch."""
+    cupy_backend.seed_all(int(seed))
 
 
 def manual_seed_all(seed: int) -> None:
     manual_seed(seed)
+
+
+def seed() -> None:
+    import numpy as np
+
+    manual_seed(int(np.random.SeedSequence().entropy) % (1 << 63))
+
+
+def initial_seed() -> int:
+    return default_generator().initial_seed()
+
+
+def get_rng_state(device=None):
+    return default_generator(device).get_state()
+
+
+def set_rng_state(state, device=None) -> None:
+    default_generator(device).set_state(state)
+
+
+# ----------------------------------------------------------------------------- streams
+def current_stream(device=None):
+    with _cp().cuda.Device(_index(device)):
+        return _cp().cuda.get_current_stream()
+
+
+def Stream(device=None, priority: int = 0):  # noqa: N802 - torch.cuda.Stream
+    """A new CUDA stream (a cupy.cuda.Stream; use it as a context manager to queue work on it)."""
+    with _cp().cuda.Device(_index(device)):
+        return _cp().cuda.Stream(non_blocking=False, priority=priority)
