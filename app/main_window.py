@@ -1,0 +1,370 @@
+"""The main window: palette, canvas and inspector around one Document, with the File/Edit/View menus,
+recent files, autosave/recovery and the place (`add_panel`, `training_menu`) where training panels go."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QSettings, QStandardPaths, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QWidget
+
+from app.document import Document, DocumentError, GraphInfo, load_document, save_document
+from widgets.inspector import Inspector
+from widgets.node_editor import NodeEditor
+from widgets.palette import Palette
+from widgets.theme import ASSETS, icon
+
+EXAMPLES = ASSETS / "examples"
+DEFAULT_EXAMPLE = EXAMPLES / "mlp_digits.json"
+MAX_RECENT = 8
+AUTOSAVE_MS = 30_000
+FILE_FILTER = "Wiregrad graphs (*.json);;All files (*)"
+
+
+def default_recovery_dir() -> Path:
+    base = QStandardPaths.writableLocation(QStandardPaths.AppDataLocation) or str(Path.home() / ".wiregrad")
+    return Path(base) / "recovery"
+
+
+class MainWindow(QMainWindow):
+    """Wiregrad's window. Training panels are added with `add_panel` and `training_menu` (see below)."""
+
+    def __init__(self, doc: Document | None = None, path: str | os.PathLike[str] | None = None, *,
+                 settings: QSettings | None = None, recovery_dir: str | os.PathLike[str] | None = None) -> None:
+        super().__init__()
+        self.settings = settings if settings is not None else QSettings("Wiregrad", "Wiregrad")
+        self.recovery_dir = Path(recovery_dir) if recovery_dir is not None else default_recovery_dir()
+        self.path: Path | None = Path(path) if path is not None else None
+        self._recovered = False  # a restored document counts as modified until saved
+
+        self.editor = NodeEditor(doc if doc is not None else Document(), self)
+        self.setCentralWidget(self.editor)
+        self.palette_widget = Palette()
+        self.inspector = Inspector(self.editor)
+        self.palette_dock = self.add_panel(self.palette_widget, "Layers", Qt.LeftDockWidgetArea, "palette")
+        self.inspector_dock = self.add_panel(self.inspector, "Inspector", Qt.RightDockWidgetArea, "inspector")
+        self.resizeDocks([self.palette_dock, self.inspector_dock], [230, 330], Qt.Horizontal)
+        self.palette_widget.add_requested.connect(self.editor.add_node_at_center)
+
+        self._status = QLabel()
+        self.statusBar().addPermanentWidget(self._status)
+        self.editor.info_updated.connect(self._update_status)
+        self.editor.message.connect(lambda text: self.statusBar().showMessage(text, 6000))
+        self.editor.undo_stack.cleanChanged.connect(lambda _clean: self._update_title())
+
+        self._build_menus()
+        self._build_toolbar()
+        self._autosave = QTimer(self)
+        self._autosave.setInterval(AUTOSAVE_MS)
+        self._autosave.timeout.connect(self.autosave_now)
+        self._autosave.start()
+        self._update_title()
+        if self.editor.info is not None:
+            self._update_status(self.editor.info)
+
+    # --- extension points for the training issue --------------------------------------------------
+    def add_panel(self, widget: QWidget, title: str, area: Qt.DockWidgetArea = Qt.BottomDockWidgetArea,
+                  name: str | None = None) -> QDockWidget:
+        """Dock a panel (training monitor, plots, graph view...) and list it in View ▸ Panels."""
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock_{name or title}")
+        dock.setWidget(widget)
+        dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable
+                         | QDockWidget.DockWidgetFloatable)
+        self.addDockWidget(area, dock)
+        if hasattr(self, "panels_menu"):
+            self.panels_menu.addAction(dock.toggleViewAction())
+        return dock
+
+    @property
+    def doc(self) -> Document:
+        return self.editor.doc
+
+    # --- menus ----------------------------------------------------------------------------------------
+    def _action(self, text: str, slot: Any, shortcut: Any = None, icon_name: str | None = None) -> QAction:
+        a = QAction(text, self)
+        if shortcut is not None:
+            a.setShortcut(QKeySequence(shortcut))
+        if icon_name:
+            a.setIcon(icon(icon_name))
+        a.triggered.connect(lambda _checked=False: slot())
+        return a
+
+    def _build_menus(self) -> None:
+        ed = self.editor.actions
+        self.file_actions = {
+            "new": self._action("&New", self.new_document, QKeySequence.New, "new"),
+            "open": self._action("&Open…", self.open_dialog, QKeySequence.Open, "open"),
+            "save": self._action("&Save", self.save, QKeySequence.Save, "save"),
+            "save_as": self._action("Save &As…", self.save_as, QKeySequence.SaveAs),
+            "quit": self._action("&Quit", self.close, QKeySequence.Quit),
+        }
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        for key in ("new", "open"):
+            file_menu.addAction(self.file_actions[key])
+        self.recent_menu = file_menu.addMenu("Open &Recent")
+        self.examples_menu = file_menu.addMenu("&Examples")
+        for path in sorted(EXAMPLES.glob("*.json")):
+            a = self.examples_menu.addAction(path.stem.replace("_", " "))
+            a.setToolTip(str(path))
+            a.triggered.connect(lambda _c=False, p=path: self.open_example(p))
+        file_menu.addSeparator()
+        file_menu.addAction(self.file_actions["save"])
+        file_menu.addAction(self.file_actions["save_as"])
+        file_menu.addSeparator()
+        file_menu.addAction(self.file_actions["quit"])
+        self._refresh_recent_menu()
+
+        self.edit_menu = bar.addMenu("&Edit")
+        for key in ("undo", "redo", None, "cut", "copy", "paste", "duplicate", "delete", None, "select_all",
+                    "rename"):
+            if key is None:
+                self.edit_menu.addSeparator()
+            else:
+                self.edit_menu.addAction(ed[key])
+
+        view = bar.addMenu("&View")
+        for key in ("fit", "zoom_in", "zoom_out", None, "layout", "snap", "minimap"):
+            if key is None:
+                view.addSeparator()
+            else:
+                view.addAction(ed[key])
+        view.addSeparator()
+        self.panels_menu = view.addMenu("&Panels")
+        for dock in (self.palette_dock, self.inspector_dock):
+            self.panels_menu.addAction(dock.toggleViewAction())
+
+        # The training issue fills this menu (Train, Pause, Stop, ...) and docks its panels with add_panel.
+        self.training_menu: QMenu = bar.addMenu("&Training")
+        placeholder = self.training_menu.addAction(icon("train"), "Train (coming soon)")
+        placeholder.setEnabled(False)
+        self.training_placeholder = placeholder
+
+    def _build_toolbar(self) -> None:
+        tb = self.addToolBar("Main")
+        tb.setObjectName("mainToolbar")
+        tb.setMovable(False)
+        tb.setToolButtonStyle(Qt.ToolButtonIconOnly)
+        ed = self.editor.actions
+        for a in (self.file_actions["new"], self.file_actions["open"], self.file_actions["save"], None,
+                  ed["undo"], ed["redo"], None, ed["cut"], ed["copy"], ed["paste"], ed["delete"], None,
+                  ed["zoom_out"], ed["zoom_in"], ed["fit"], ed["layout"], ed["snap"], ed["minimap"]):
+            if a is None:
+                tb.addSeparator()
+            else:
+                tb.addAction(a)
+        self.toolbar = tb
+
+    # --- title and status -------------------------------------------------------------------------------
+    def is_modified(self) -> bool:
+        return self._recovered or not self.editor.undo_stack.isClean()
+
+    def _update_title(self) -> None:
+        name = self.path.name if self.path is not None else "Untitled"
+        self.setWindowTitle(f"{name}[*] — Wiregrad")
+        self.setWindowModified(self.is_modified())
+
+    def _update_status(self, info: GraphInfo) -> None:
+        doc = self.doc
+        errors = [p for p in info.problems if p.severity == "error"]
+        missing = [w for w, t in (("Input", "Input"), ("Output", "Output"))
+                   if not any(n.type == t for n in doc.nodes.values())]
+        parts = [f"{len(doc.nodes)} nodes", f"{len(doc.edges)} wires", f"{info.total_params:,} parameters"]
+        if errors:
+            parts.append(f"⚠ {len(errors)} problem{'s' if len(errors) != 1 else ''}")
+        elif missing and doc.nodes:
+            parts.append("needs " + " and ".join(f"an {m} node" for m in missing))
+        else:
+            parts.append("✓ shapes check out" if doc.nodes else "empty graph")
+        self._status.setText("   ·   ".join(parts))
+
+    # --- files ----------------------------------------------------------------------------------------
+    def ask_save_changes(self) -> str:
+        """'save', 'discard' or 'cancel' (tests replace this)."""
+        name = self.path.name if self.path else "Untitled"
+        answer = QMessageBox.question(
+            self, "Unsaved changes", f"Save the changes to {name} first?",
+            QMessageBox.Save | QMessageBox.Discard | QMessageBox.Cancel, QMessageBox.Save)
+        return {QMessageBox.Save: "save", QMessageBox.Discard: "discard"}.get(answer, "cancel")
+
+    def show_error(self, title: str, text: str) -> None:
+        """Tell the user something failed (tests replace this to read the message)."""
+        QMessageBox.critical(self, title, text)
+
+    def maybe_save(self) -> bool:
+        """True when it is fine to drop the current document."""
+        if not self.is_modified():
+            return True
+        answer = self.ask_save_changes()
+        if answer == "save":
+            return self.save()
+        return answer == "discard"
+
+    def _set_document(self, doc: Document, path: Path | None) -> None:
+        self.path = path
+        self._recovered = False
+        self.editor.set_document(doc)
+        self.editor.fit_to_view()
+        self._update_title()
+
+    def new_document(self) -> None:
+        if self.maybe_save():
+            self._set_document(Document(), None)
+
+    def open_dialog(self) -> None:
+        if not self.maybe_save():
+            return
+        start = str(self.path.parent) if self.path else str(EXAMPLES)
+        path, _ = QFileDialog.getOpenFileName(self, "Open graph", start, FILE_FILTER)
+        if path:
+            self.open_file(path, ask=False)
+
+    def open_file(self, path: str | os.PathLike[str], *, ask: bool = True) -> bool:
+        """Load a document; on failure show why and keep the current document untouched."""
+        if ask and not self.maybe_save():
+            return False
+        try:
+            doc = load_document(path)
+        except DocumentError as exc:
+            self.show_error("Can't open the file", f"{os.fspath(path)}:\n{exc}")
+            return False
+        self._set_document(doc, Path(path))
+        self._add_recent(Path(path))
+        return True
+
+    def open_example(self, path: Path) -> bool:
+        """Examples open as untitled copies, so Save never overwrites the shipped file."""
+        if not self.maybe_save():
+            return False
+        try:
+            doc = load_document(path)
+        except DocumentError as exc:
+            self.show_error("Can't open the example", f"{path.name}:\n{exc}")
+            return False
+        self._set_document(doc, None)
+        return True
+
+    def save(self) -> bool:
+        if self.path is None:
+            return self.save_as()
+        return self._write(self.path)
+
+    def save_as(self, path: str | os.PathLike[str] | None = None) -> bool:
+        if path is None:
+            start = str(self.path) if self.path else str(Path.home() / "untitled.json")
+            path, _ = QFileDialog.getSaveFileName(self, "Save graph", start, FILE_FILTER)
+            if not path:
+                return False
+        path = Path(path)
+        if path.suffix == "":
+            path = path.with_suffix(".json")
+        if not self._write(path):
+            return False
+        self.path = path
+        self._add_recent(path)
+        self._update_title()
+        return True
+
+    def _write(self, path: Path) -> bool:
+        view = self.editor.view
+        centre = view.mapToScene(view.viewport().rect().center())
+        try:
+            self.doc.set_view(zoom=round(view.zoom, 4), center=[round(centre.x(), 1), round(centre.y(), 1)])
+            save_document(self.doc, path)
+        except DocumentError as exc:
+            self.show_error("Can't save the file", str(exc))
+            return False
+        self._recovered = False
+        self.editor.undo_stack.setClean()
+        self._update_title()
+        self.statusBar().showMessage(f"Saved {path}", 4000)
+        self._remove_recovery()
+        return True
+
+    def _add_recent(self, path: Path) -> None:
+        recent = [p for p in self.recent_files() if p != str(path.resolve())]
+        recent.insert(0, str(path.resolve()))
+        self.settings.setValue("recent_files", json.dumps(recent[:MAX_RECENT]))
+        self._refresh_recent_menu()
+
+    def recent_files(self) -> list[str]:
+        try:
+            value = json.loads(self.settings.value("recent_files", "[]"))
+        except (TypeError, ValueError):
+            return []
+        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+    def _refresh_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        recent = self.recent_files()
+        for p in recent:
+            a = self.recent_menu.addAction(Path(p).name)
+            a.setToolTip(p)
+            a.triggered.connect(lambda _c=False, p=p: self.open_file(p))
+        self.recent_menu.setEnabled(bool(recent))
+
+    # --- autosave and recovery ---------------------------------------------------------------------------
+    @property
+    def recovery_path(self) -> Path:
+        return self.recovery_dir / "recovery.json"
+
+    def autosave_now(self) -> bool:
+        """Write the document to the recovery file if it has unsaved changes."""
+        if not self.is_modified():
+            return False
+        try:
+            self.recovery_dir.mkdir(parents=True, exist_ok=True)
+            save_document(self.doc, self.recovery_path)
+            (self.recovery_dir / "recovery.info.json").write_text(
+                json.dumps({"path": str(self.path) if self.path else None}), encoding="utf-8")
+        except (OSError, DocumentError) as exc:
+            self.statusBar().showMessage(f"Autosave failed: {exc}", 6000)
+            return False
+        return True
+
+    def _remove_recovery(self) -> None:
+        for name in ("recovery.json", "recovery.info.json"):
+            try:
+                (self.recovery_dir / name).unlink()
+            except OSError:
+                pass
+
+    def ask_restore(self) -> bool:
+        answer = QMessageBox.question(
+            self, "Restore unsaved work?",
+            "Wiregrad did not close cleanly last time. Restore the unsaved graph it kept?",
+            QMessageBox.Yes | QMessageBox.No, QMessageBox.Yes)
+        return answer == QMessageBox.Yes
+
+    def offer_recovery(self) -> bool:
+        """After a crash: offer the autosaved document. Returns True if it was restored."""
+        if not self.recovery_path.exists():
+            return False
+        if not self.ask_restore():
+            self._remove_recovery()
+            return False
+        try:
+            doc = load_document(self.recovery_path)
+            info = json.loads((self.recovery_dir / "recovery.info.json").read_text(encoding="utf-8"))
+        except (DocumentError, OSError, ValueError) as exc:
+            self.show_error("Can't restore", f"The recovery file is damaged: {exc}")
+            self._remove_recovery()
+            return False
+        path = info.get("path") if isinstance(info, dict) else None
+        self._set_document(doc, Path(path) if isinstance(path, str) else None)
+        self._recovered = True
+        self._update_title()
+        return True
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if not self.maybe_save():
+            event.ignore()
+            return
+        self._autosave.stop()
+        self._remove_recovery()
+        self.editor.scene.close()
+        event.accept()

@@ -1,0 +1,518 @@
+"""The inspector: a form for the selected node generated from the layer catalogue, and a form for the
+document's training setup (dataset options from app.datasets.DATASETS). Edits apply live, as undoable
+commands through the NodeEditor."""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QValidator
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QFrame,
+    QLabel,
+    QLineEdit,
+    QScrollArea,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.datasets import DATASETS
+from app.document import ParamError, ParamSpec, format_shape, get_spec
+from app.document.catalogue import find_spec
+from app.document.document import TRAINING_FIELDS, _get_path
+from widgets.node_editor.items import format_count
+from widgets.theme import current_theme
+
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+
+
+class ScientificSpinBox(QDoubleSpinBox):
+    """A double spin box that shows 0.001 and 1e-08 as typed, not as 0.00; arrows step by 10% of the value."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.setDecimals(15)
+        self.setKeyboardTracking(False)
+
+    def textFromValue(self, value: float) -> str:
+        return f"{value:.6g}"
+
+    def valueFromText(self, text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            return self.value()
+
+    def validate(self, text: str, pos: int) -> object:
+        stripped = text.strip()
+        if not stripped or stripped in ("-", "+", ".", "e", "-."):
+            return QValidator.Intermediate, text, pos
+        try:
+            value = float(stripped)
+        except ValueError:
+            ok = all(c in "0123456789.eE+-" for c in stripped)
+            return (QValidator.Intermediate if ok else QValidator.Invalid), text, pos
+        state = QValidator.Acceptable if self.minimum() <= value <= self.maximum() else QValidator.Intermediate
+        return state, text, pos
+
+    def stepBy(self, steps: int) -> None:
+        value = self.value()
+        step = abs(value) * 0.1 if value else 0.01
+        self.setValue(value + steps * step)
+
+
+def _parse_list(text: str, kind: str, choices: tuple) -> Any:
+    text = text.strip()
+    if text in [str(c) for c in choices]:
+        return text
+    parts = [p for p in text.replace("(", "").replace(")", "").replace("[", "").replace("]", "").replace(
+        "×", ",").replace("x", ",").split(",") if p.strip()]
+    convert = int if kind == "int-tuple" else float
+    try:
+        values = [convert(p.strip()) for p in parts]
+    except ValueError:
+        raise ParamError(f"write numbers separated by commas, e.g. 3, 3 (got {text!r})") from None
+    return values[0] if len(values) == 1 and kind == "int-tuple" else values
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value)
+
+
+class Field:
+    """One form row: an editing widget for a ParamSpec that calls `commit(value)` when the user edits."""
+
+    def __init__(self, spec: ParamSpec, commit: Callable[[Any], None]) -> None:
+        self.spec, self._commit = spec, commit
+        kind = spec.kind
+        self.widget: QWidget
+        if kind == "bool":
+            w = QCheckBox()
+            w.toggled.connect(lambda v: self._commit(bool(v)))
+        elif kind == "choice":
+            w = QComboBox()
+            if spec.nullable:
+                w.addItem("(none)", None)
+            for c in spec.choices:
+                w.addItem(str(c), c)
+            w.currentIndexChanged.connect(lambda i: self._commit(w.itemData(i)))
+        elif kind == "int" and not spec.nullable:
+            w = QSpinBox()
+            w.setRange(int(max(spec.min if spec.min is not None else INT_MIN, INT_MIN)),
+                       int(min(spec.max if spec.max is not None else INT_MAX, INT_MAX)))
+            w.setAccelerated(True)
+            w.setKeyboardTracking(False)  # commit 128, not 1 and 12 on the way
+            w.valueChanged.connect(lambda v: self._commit(int(v)))
+        elif kind == "float" and not spec.nullable:
+            w = ScientificSpinBox()
+            w.setRange(spec.min if spec.min is not None else -1e300, spec.max if spec.max is not None else 1e300)
+            w.valueChanged.connect(lambda v: self._commit(float(v)))
+        else:
+            w = QLineEdit()
+            if spec.nullable:
+                w.setPlaceholderText("none")
+            w.editingFinished.connect(self._text_edited)
+        w.setToolTip(spec.help)
+        self.widget = w
+
+    def _text_edited(self) -> None:
+        text = self.widget.text().strip()
+        kind = self.spec.kind
+        try:
+            if not text and self.spec.nullable:
+                value: Any = None
+            elif kind == "int":
+                value = int(text)
+            elif kind == "float":
+                value = float(text)
+            elif kind in ("int-tuple", "float-tuple"):
+                value = _parse_list(text, kind, self.spec.choices)
+            elif kind == "dict":
+                value = json.loads(text or "{}")
+            else:
+                value = text
+        except (ValueError, ParamError) as exc:
+            self.error(str(exc) if isinstance(exc, ParamError) else f"{self.spec.name}: can't read {text!r}")
+            return
+        if value == self._value:
+            return
+        self._commit(value)
+
+    _value: Any = None
+    error: Callable[[str], None] = staticmethod(lambda text: None)
+
+    def set_value(self, value: Any) -> None:
+        self._value = value
+        w = self.widget
+        w.blockSignals(True)
+        try:
+            if isinstance(w, QCheckBox):
+                w.setChecked(bool(value))
+            elif isinstance(w, QComboBox):
+                index = w.findData(value)
+                w.setCurrentIndex(max(index, 0))
+            elif isinstance(w, QSpinBox):
+                w.setValue(int(value))
+            elif isinstance(w, QDoubleSpinBox):
+                w.setValue(float(value) if value is not None and math.isfinite(value) else 0.0)
+            else:
+                w.setText(_show(value))
+        finally:
+            w.blockSignals(False)
+
+
+def _form() -> QFormLayout:
+    form = QFormLayout()
+    form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+    form.setLabelAlignment(Qt.AlignRight | Qt.AlignVCenter)
+    form.setHorizontalSpacing(10)
+    form.setVerticalSpacing(6)
+    return form
+
+
+def _caption(text: str, object_name: str = "caption") -> QLabel:
+    label = QLabel(text)
+    label.setObjectName(object_name)
+    label.setWordWrap(True)
+    return label
+
+
+class NodeForm(QWidget):
+    """The form of one node: id, name, then one field per catalogue parameter."""
+
+    def __init__(self, editor: Any) -> None:
+        super().__init__()
+        self.editor = editor
+        self.node_id: str | None = None
+        self.fields: dict[str, Field] = {}
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(10, 10, 10, 10)
+        self._layout.setSpacing(8)
+        self._body: QWidget | None = None
+        self.show_node(None)
+
+    def show_node(self, node_id: str | None) -> None:
+        self.node_id = node_id
+        self.fields = {}
+        if self._body is not None:
+            self._body.hide()  # deleteLater alone would leave it on screen until the event loop runs
+            self._body.setParent(None)
+            self._body.deleteLater()
+        body = QWidget()
+        v = QVBoxLayout(body)
+        v.setContentsMargins(0, 0, 0, 0)
+        v.setSpacing(8)
+        self._body = body
+        self._layout.addWidget(body)
+        doc = self.editor.doc
+        if node_id is None or node_id not in doc.nodes:
+            v.addWidget(_caption("Select a node on the canvas to edit its parameters.\n\n"
+                                 "Drag layers from the palette, or press Tab on the canvas to add one.",
+                                 "placeholder"))
+            v.addStretch(1)
+            return
+        node = doc.node(node_id)
+        spec = find_spec(node.type)
+        title = QLabel(f"{node.type}")
+        title.setObjectName("inspectorTitle")
+        v.addWidget(title)
+        if spec is not None:
+            v.addWidget(_caption(spec.description))
+        self.summary = _caption("", "summary")
+        v.addWidget(self.summary)
+        self.problem = _caption("", "problem")
+        v.addWidget(self.problem)
+        form = _form()
+        self.id_edit = QLineEdit(node.id)
+        self.id_edit.setToolTip("The node's id: letters, digits and _; wires and exports refer to it")
+        self.id_edit.editingFinished.connect(self._id_edited)
+        self.name_edit = QLineEdit(node.name or "")
+        self.name_edit.setPlaceholderText(node.id)
+        self.name_edit.setToolTip("Display name on the canvas (empty: the id)")
+        self.name_edit.editingFinished.connect(
+            lambda: self.editor.rename(self.node_id, self.name_edit.text()) if self.node_id else None)
+        form.addRow("Id", self.id_edit)
+        form.addRow("Name", self.name_edit)
+        v.addLayout(form)
+        if spec is not None and spec.params:
+            line = QFrame()
+            line.setFrameShape(QFrame.HLine)
+            line.setObjectName("separator")
+            v.addWidget(line)
+            pform = _form()
+            for p in spec.params:
+                field = Field(p, lambda value, name=p.name: self._commit(name, value))
+                error = _caption("", "fieldError")
+                error.hide()
+
+                def show_error(text: str, label: QLabel = error) -> None:
+                    label.setText(text)
+                    label.setVisible(bool(text))
+
+                field.error = show_error
+                field.error_label = error
+                box = QWidget()
+                bv = QVBoxLayout(box)
+                bv.setContentsMargins(0, 0, 0, 0)
+                bv.setSpacing(1)
+                bv.addWidget(field.widget)
+                help_label = _caption(p.help, "help")
+                bv.addWidget(help_label)
+                bv.addWidget(error)
+                label = QLabel(p.name)
+                label.setToolTip(p.help)
+                pform.addRow(label, box)
+                field.label = label
+                self.fields[p.name] = field
+            v.addLayout(pform)
+        v.addStretch(1)
+        self.refresh()
+
+    def _commit(self, name: str, value: Any) -> None:
+        field = self.fields[name]
+        try:
+            get_spec(self.editor.doc.node(self.node_id).type).check_param(name, value)
+        except ParamError as exc:
+            field.error(str(exc))
+            self.refresh()
+            return
+        field.error("")
+        self.editor.set_param(self.node_id, name, value)
+
+    def _id_edited(self) -> None:
+        new = self.id_edit.text().strip()
+        if self.node_id and new and new != self.node_id:
+            old = self.node_id
+            if self.editor.change_id(old, new):
+                self.node_id = new
+            else:
+                self.id_edit.setText(old)
+
+    def refresh(self) -> None:
+        """Show the document's current values (after an undo, say) without rebuilding the form."""
+        doc = self.editor.doc
+        if self.node_id is None or self.node_id not in doc.nodes or not hasattr(self, "summary"):
+            return
+        node = doc.node(self.node_id)
+        spec = find_spec(node.type)
+        if spec is None:
+            return
+        values = {**spec.defaults(), **node.params}
+        for name, field in self.fields.items():
+            field.set_value(values.get(name))
+            applies = spec.param(name).applies(values)
+            field.widget.setEnabled(applies)
+            field.label.setEnabled(applies)
+        if not self.id_edit.hasFocus():
+            self.id_edit.setText(node.id)
+        if not self.name_edit.hasFocus():
+            self.name_edit.setText(node.name or "")
+        info = self.editor.info.nodes.get(self.node_id) if self.editor.info else None
+        parts = []
+        if info is not None:
+            for port, shape in info.in_shapes.items():
+                if isinstance(shape, list):
+                    text = " + ".join(format_shape(s) if s else "?" for s in shape)
+                else:
+                    text = format_shape(shape) if shape else "?"
+                parts.append(f"in {port}: {text}")
+            if info.shape is not None:
+                parts.append(f"out: {format_shape(info.shape)}")
+            if info.param_count:
+                parts.append(f"{info.param_count:,} parameters ({format_count(info.param_count)})")
+        self.summary.setText("  ·  ".join(parts))
+        problem = info.problem if info is not None else None
+        self.problem.setText(f"⚠ {('port ' + problem.port + ': ') if problem.port else ''}{problem.message}"
+                             if problem else "")
+        self.problem.setVisible(problem is not None)
+
+
+_OPTIMIZER_ONLY = {
+    "optimizer.momentum": ("SGD", "RMSprop"), "optimizer.nesterov": ("SGD",),
+    "optimizer.betas": ("Adam", "AdamW"),
+}
+
+
+def _option_param(opt: Any) -> ParamSpec:
+    """A dataset OptionSpec as a ParamSpec, so the same fields edit both."""
+    kind = {"int": "int", "float": "float", "bool": "bool", "choice": "choice", "size": "int-tuple"}.get(
+        opt.kind, "str")
+    nullable = opt.kind == "path" or opt.required
+    return ParamSpec(opt.name, kind, opt.default, help=opt.description, min=opt.minimum, max=opt.maximum,
+                     choices=tuple(opt.choices), nullable=nullable)
+
+
+class TrainingForm(QWidget):
+    """Dataset, loss, optimiser, schedule, batch size, epochs... of the document."""
+
+    def __init__(self, editor: Any) -> None:
+        super().__init__()
+        self.editor = editor
+        self.fields: dict[str, Field] = {}
+        self.dataset_fields: dict[str, Field] = {}
+        v = QVBoxLayout(self)
+        v.setContentsMargins(10, 10, 10, 10)
+        v.setSpacing(8)
+        title = QLabel("Training setup")
+        title.setObjectName("inspectorTitle")
+        v.addWidget(title)
+        form = _form()
+        self.dataset_combo = QComboBox()
+        for info in DATASETS.values():
+            self.dataset_combo.addItem(info.title, info.name)
+        self.dataset_combo.currentIndexChanged.connect(self._dataset_picked)
+        form.addRow("Dataset", self.dataset_combo)
+        v.addLayout(form)
+        self.dataset_help = _caption("", "help")
+        v.addWidget(self.dataset_help)
+        self.dataset_box = QWidget()
+        self.dataset_form = _form()
+        self.dataset_box.setLayout(self.dataset_form)
+        v.addWidget(self.dataset_box)
+        line = QFrame()
+        line.setFrameShape(QFrame.HLine)
+        line.setObjectName("separator")
+        v.addWidget(line)
+        tform = _form()
+        for path, spec in TRAINING_FIELDS.items():
+            if path == "dataset":
+                continue
+            field = Field(spec, lambda value, p=path: self._commit(p, value))
+            field.widget.setToolTip(spec.help)
+            label = QLabel(path.replace("optimizer.", "").replace("lr_schedule.", "schedule ").replace("_", " "))
+            label.setToolTip(spec.help)
+            field.label = label
+            tform.addRow(label, field.widget)
+            self.fields[path] = field
+        v.addLayout(tform)
+        self.error = _caption("", "fieldError")
+        self.error.hide()
+        v.addWidget(self.error)
+        v.addStretch(1)
+        self._dataset_name: str | None = None
+        self.refresh()
+
+    def _commit(self, path: str, value: Any) -> None:
+        if self.editor.set_training(path, value):
+            self.error.hide()
+        else:
+            self.error.setText(self.editor.last_message)
+            self.error.show()
+            self.refresh()
+
+    def _dataset_picked(self, index: int) -> None:
+        name = self.dataset_combo.itemData(index)
+        current = self.editor.doc.training.get("dataset", {})
+        if current.get("name") != name:
+            self._commit("dataset", {"name": name})
+
+    def _commit_option(self, option: str, value: Any) -> None:
+        spec = dict(self.editor.doc.training.get("dataset", {}))
+        if value is None:
+            spec.pop(option, None)
+        else:
+            spec[option] = list(value) if isinstance(value, tuple) else value
+        self._commit("dataset", spec)
+
+    def _build_dataset_form(self, name: str) -> None:
+        self._dataset_name = name
+        while self.dataset_form.rowCount():
+            self.dataset_form.removeRow(0)
+        self.dataset_fields = {}
+        info = DATASETS.get(name)
+        self.dataset_help.setText(info.description if info else f"Unknown dataset {name!r}")
+        if info is None:
+            return
+        for opt in info.options:
+            if opt.name == "val_fraction":  # the training setting of the same name is the one that counts
+                continue
+            field = Field(_option_param(opt), lambda value, o=opt.name: self._commit_option(o, value))
+            self.dataset_form.addRow(opt.name.replace("_", " "), field.widget)
+            self.dataset_fields[opt.name] = field
+
+    def refresh(self) -> None:
+        training = self.editor.doc.training
+        dataset = training.get("dataset", {})
+        name = dataset.get("name")
+        if name != self._dataset_name:
+            self._build_dataset_form(name)
+        self.dataset_combo.blockSignals(True)
+        self.dataset_combo.setCurrentIndex(max(self.dataset_combo.findData(name), 0))
+        self.dataset_combo.blockSignals(False)
+        info = DATASETS.get(name)
+        for opt_name, field in self.dataset_fields.items():
+            default = info.option(opt_name).default if info else None
+            field.set_value(dataset.get(opt_name, default))
+        optimizer = training.get("optimizer", {}).get("type")
+        for path, field in self.fields.items():
+            try:
+                field.set_value(_get_path(training, path.split(".")))
+            except (KeyError, TypeError):
+                field.set_value(TRAINING_FIELDS[path].default)
+            only = _OPTIMIZER_ONLY.get(path)
+            enabled = only is None or optimizer in only
+            field.widget.setEnabled(enabled)
+            field.label.setEnabled(enabled)
+
+
+class Inspector(QTabWidget):
+    """Tabs: the selected node's form, and the training setup."""
+
+    def __init__(self, editor: Any, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("inspector")
+        self.editor = editor
+        self.node_form = NodeForm(editor)
+        self.training_form = TrainingForm(editor)
+        self.addTab(_scroll(self.node_form), "Node")
+        self.addTab(_scroll(self.training_form), "Training")
+        editor.selection_changed.connect(self._selection_changed)
+        editor.info_updated.connect(lambda _info: self.refresh())
+        editor.document_replaced.connect(lambda _doc: self._document_replaced())
+
+    def _selection_changed(self, ids: list[str]) -> None:
+        node_id = ids[0] if len(ids) == 1 else None
+        if node_id != self.node_form.node_id:
+            self.node_form.show_node(node_id)
+        if node_id is not None and self.currentIndex() != 0:
+            self.setCurrentIndex(0)
+
+    def _document_replaced(self) -> None:
+        self.node_form.show_node(None)
+        self.training_form.refresh()
+
+    def refresh(self) -> None:
+        form = self.node_form
+        if form.node_id is not None and form.node_id not in self.editor.doc.nodes:
+            ids = self.editor.selected_ids()  # deleted, or its id changed by an undo
+            form.show_node(ids[0] if len(ids) == 1 else None)
+        else:
+            form.refresh()
+        self.training_form.refresh()
+
+
+def _scroll(widget: QWidget) -> QScrollArea:
+    area = QScrollArea()
+    area.setWidget(widget)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+    return area
+
+
+__all__ = ["Field", "Inspector", "NodeForm", "TrainingForm", "current_theme"]

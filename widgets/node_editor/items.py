@@ -1,0 +1,491 @@
+"""The graphics items of the canvas: NodeItem (a layer), PortItem (a typed port), WireItem (an edge),
+ErrorBadge (the red "!" whose tooltip says what is wrong). They draw document state; they never edit it.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QPainter,
+    QPainterPath,
+    QPainterPathStroker,
+    QPen,
+)
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QStyleOptionGraphicsItem, QWidget
+
+from app.document import Edge, NodeInfo, NodeSpec, format_shape
+from app.document.document import Node
+from widgets.theme import current_theme, icon
+
+if TYPE_CHECKING:
+    from .scene import GraphScene
+
+NODE_W = 180.0
+HEADER_H = 30.0
+LINE_H = 17.0
+PORT_R = 6.0
+PORT_GAP = 22.0
+FIRST_PORT_Y = HEADER_H + 16
+DOC_SCALE = 1.75  # documents place layers ~160-180 units apart (DESIGN.md); the canvas draws them wider
+GRID = 10.0 * DOC_SCALE  # the snap grid is 10 document units
+Z_WIRE, Z_NODE, Z_DRAG = 0.0, 10.0, 100.0
+
+
+def to_scene(pos: Any) -> QPointF:
+    """Document position -> scene point."""
+    return QPointF(pos[0] * DOC_SCALE, pos[1] * DOC_SCALE)
+
+
+def to_doc(point: QPointF) -> list[float]:
+    """Scene point -> document position (rounded, so files stay readable)."""
+    return [round(point.x() / DOC_SCALE, 1), round(point.y() / DOC_SCALE, 1)]
+
+
+def _fonts() -> tuple[QFont, QFont, QFont]:
+    title = QFont()
+    title.setPointSizeF(9.5)
+    title.setBold(True)
+    body = QFont()
+    body.setPointSizeF(8.5)
+    small = QFont()
+    small.setPointSizeF(7.5)
+    return title, body, small
+
+
+def format_count(n: int) -> str:
+    """12345 -> '12.3k', for the parameter count on a node."""
+    if n < 1000:
+        return str(n)
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.1f}{unit}" if value < 100 else f"{value:.0f}{unit}"
+    return str(n)
+
+
+def param_text(value: Any) -> str:
+    if isinstance(value, list):
+        return "×".join(str(v) for v in value) if all(isinstance(v, int) for v in value) else str(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+class PortItem(QGraphicsItem):
+    """An input or output port; hovering shows its name and the shape it carries."""
+
+    def __init__(self, node: NodeItem, name: str, is_input: bool, variadic: bool = False) -> None:
+        super().__init__(node)
+        self.node_item, self.name, self.is_input, self.variadic = node, name, is_input, variadic
+        self.connected = False
+        self.fault = False
+        self.setAcceptHoverEvents(True)
+        self.setCursor(Qt.CrossCursor)
+        self._hover = False
+
+    @property
+    def node_id(self) -> str:
+        return self.node_item.node_id
+
+    def boundingRect(self) -> QRectF:
+        r = PORT_R + 4
+        return QRectF(-r, -r, 2 * r, 2 * r)
+
+    def shape(self) -> QPainterPath:
+        path = QPainterPath()
+        path.addEllipse(self.boundingRect())
+        return path
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+        theme = current_theme()
+        color = theme.color("error") if self.fault else self.node_item.category_color
+        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setPen(QPen(color, 2.0 if not self.fault else 2.5))
+        painter.setBrush(QBrush(color) if (self.connected or self._hover) else theme.color("node_body"))
+        r = PORT_R + (1.5 if self._hover else 0.0)
+        if self.variadic:  # a merge port takes many wires: draw it as a pill
+            painter.drawRoundedRect(QRectF(-r * 0.8, -r * 1.5, 1.6 * r, 3 * r), r * 0.8, r * 0.8)
+        else:
+            painter.drawEllipse(QPointF(0, 0), r, r)
+        if self.fault:
+            painter.setPen(QPen(theme.color("error"), 1.5))
+            painter.setBrush(Qt.NoBrush)
+            painter.drawEllipse(QPointF(0, 0), r + 3.5, r + 3.5)
+
+    def hoverEnterEvent(self, event: Any) -> None:
+        self._hover = True
+        self.update()
+
+    def hoverLeaveEvent(self, event: Any) -> None:
+        self._hover = False
+        self.update()
+
+
+class ErrorBadge(QGraphicsItem):
+    """The red badge on a node with a problem; its tooltip is the problem message."""
+
+    SIZE = 20.0
+
+    def __init__(self, parent: NodeItem) -> None:
+        super().__init__(parent)
+        self.setAcceptHoverEvents(True)
+        self.severity = "error"
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(-self.SIZE / 2, -self.SIZE / 2, self.SIZE, self.SIZE)
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+        theme = current_theme()
+        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setPen(QPen(QColor("#ffffff"), 1.5))
+        painter.setBrush(theme.color("error" if self.severity == "error" else "warning"))
+        painter.drawEllipse(self.boundingRect().adjusted(1, 1, -1, -1))
+        font = QFont()
+        font.setBold(True)
+        font.setPointSizeF(9)
+        painter.setFont(font)
+        painter.setPen(QColor("#ffffff"))
+        painter.drawText(self.boundingRect(), Qt.AlignCenter, "!")
+
+
+class NodeItem(QGraphicsObject):
+    """One node: header with icon, name and type; key parameters; output shape and parameter count."""
+
+    def __init__(self, node: Node, spec: NodeSpec | None) -> None:
+        super().__init__()
+        self.node_id = node.id
+        self.spec = spec
+        self.setFlags(QGraphicsItem.ItemIsMovable | QGraphicsItem.ItemIsSelectable
+                      | QGraphicsItem.ItemSendsGeometryChanges)
+        self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)  # repainting 300 nodes per pan frame is slow
+        self.setZValue(Z_NODE)
+        self.setAcceptHoverEvents(True)
+        self.category_color = current_theme().category_color(spec.category if spec else "")
+        self.wires: set[WireItem] = set()
+        self.inputs: dict[str, PortItem] = {}
+        self.outputs: dict[str, PortItem] = {}
+        if spec is not None:
+            for i, port in enumerate(spec.inputs):
+                item = PortItem(self, port.name, True, port.variadic)
+                item.setPos(0.0, FIRST_PORT_Y + i * PORT_GAP)
+                self.inputs[port.name] = item
+            for i, name in enumerate(spec.outputs):
+                item = PortItem(self, name, False)
+                item.setPos(NODE_W, FIRST_PORT_Y + i * PORT_GAP)
+                self.outputs[name] = item
+        self.badge = ErrorBadge(self)
+        self.badge.setPos(NODE_W - 4, 4)
+        self.badge.setVisible(False)
+        self._label = node.label
+        self._type = node.type
+        self._lines: list[tuple[str, str]] = []
+        self._shape_text = ""
+        self._count_text = ""
+        self._problem: str | None = None
+        self._blocked = False
+        self._height = HEADER_H + 2 * LINE_H + 14
+        self._relayout()
+        self.setPos(to_scene(node.pos))
+        self.signature: tuple | None = None
+
+    # --- state from the document ------------------------------------------------------------
+    def set_state(self, node: Node, info: NodeInfo | None) -> None:
+        """Take the node's label, key params, shapes and problem; repaints only if something changed."""
+        spec = self.spec
+        lines: list[tuple[str, str]] = []
+        params = info.params if info is not None and info.params is not None else dict(node.params)
+        if spec is not None:
+            for key in spec.key_params[:3]:
+                p = spec.param(key)
+                value = params.get(key, p.default if p else None)
+                lines.append((key, param_text(value)))
+        problem = info.problem if info is not None else None
+        shape = info.shape if info is not None else None
+        if spec is not None and not spec.outputs:
+            shape_text = "→ scalar loss" if info is not None and info.ok else ""
+        else:
+            shape_text = format_shape(shape) if shape is not None else "?"
+        count = info.param_count if info is not None else None
+        count_text = f"{format_count(count)} params" if count else ""
+        fault_port = problem.port if problem is not None else None
+        signature = (node.label, tuple(lines), shape_text, count_text,
+                     problem.message if problem else None, fault_port, info.blocked if info else False)
+        if signature == self.signature:
+            return
+        self.signature = signature
+        self._label = node.label
+        self._lines, self._shape_text, self._count_text = lines, shape_text, count_text
+        self._problem = problem.message if problem else None
+        self._blocked = bool(info and info.blocked)
+        for name, port in self.inputs.items():
+            port.fault = problem is not None and fault_port == name
+            port.update()
+        self.badge.setVisible(problem is not None)
+        if problem is not None:
+            where = f"port {fault_port}: " if fault_port else ""
+            self.badge.setToolTip(f"{node.label}: {where}{problem.message}")
+        self._relayout()
+        self._update_tooltip(info)
+        self.update()
+
+    @property
+    def problem(self) -> str | None:
+        return self._problem
+
+    def _update_tooltip(self, info: NodeInfo | None) -> None:
+        spec = self.spec
+        parts = [f"<b>{self._label}</b> — {self._type}"]
+        if spec is not None:
+            parts.append(spec.description)
+        if self._problem:
+            parts.append(f"<span style='color:{current_theme().error}'>⚠ {self._problem}</span>")
+        self.setToolTip("<br>".join(parts))
+        if info is None:
+            return
+        for name, port in self.inputs.items():
+            shape = info.in_shapes.get(name)
+            if isinstance(shape, list):
+                text = ", ".join(format_shape(s) if s is not None else "?" for s in shape)
+            else:
+                text = format_shape(shape) if shape is not None else "not connected"
+            port.setToolTip(f"input {name}: {text}")
+        for name, port in self.outputs.items():
+            shape = info.out_shapes.get(name)
+            port.setToolTip(f"output {name}: {format_shape(shape) if shape is not None else '?'}")
+
+    def _relayout(self) -> None:
+        n_ports = max(len(self.inputs), len(self.outputs), 1)
+        body = HEADER_H + 8 + len(self._lines) * LINE_H + LINE_H + 10
+        ports = HEADER_H + 16 + (n_ports - 1) * PORT_GAP + 16
+        height = max(body, ports, HEADER_H + 30)
+        if height != self._height:
+            self.prepareGeometryChange()
+            self._height = height
+
+    # --- geometry -----------------------------------------------------------------------------
+    @property
+    def height(self) -> float:
+        return self._height
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(-4, -4, NODE_W + 8, self._height + 8)
+
+    def shape(self) -> QPainterPath:
+        path = QPainterPath()
+        path.addRoundedRect(QRectF(0, 0, NODE_W, self._height), 8, 8)
+        return path
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+        theme = current_theme()
+        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setRenderHint(QPainter.TextAntialiasing)
+        rect = QRectF(0, 0, NODE_W, self._height)
+        error = self._problem is not None
+        accent = theme.color("error") if error else self.category_color
+        # soft drop shadow
+        painter.setPen(Qt.NoPen)
+        painter.setBrush(QColor(0, 0, 0, 60 if theme.name == "dark" else 28))
+        painter.drawRoundedRect(rect.translated(0, 2.5), 8, 8)
+        # body
+        if self.isSelected():
+            border = QPen(theme.color("node_selected"), 2.5)
+        elif error:
+            border = QPen(theme.color("error"), 2.0)
+        else:
+            border = QPen(theme.color("node_border"), 1.0)
+        painter.setPen(border)
+        body = theme.color("node_body")
+        if error:
+            body = _mix(body, theme.color("error"), 0.10)
+        painter.setBrush(body)
+        painter.drawRoundedRect(rect, 8, 8)
+        # header band in the category colour
+        header = QPainterPath()
+        header.addRoundedRect(QRectF(0, 0, NODE_W, HEADER_H), 8, 8)
+        header.addRect(QRectF(0, HEADER_H / 2, NODE_W, HEADER_H / 2))
+        painter.setPen(Qt.NoPen)
+        painter.setBrush(_mix(body, accent, 0.22 if theme.name == "light" else 0.35))
+        painter.drawPath(header.simplified())
+        painter.setBrush(accent)
+        painter.drawRect(QRectF(0, HEADER_H - 2, NODE_W, 2))
+
+        title_font, body_font, small_font = _fonts()
+        icon(self.spec.icon if self.spec else "layer", accent.name()).paint(
+            painter, QRectF(9, (HEADER_H - 18) / 2, 18, 18).toRect())
+        painter.setFont(title_font)
+        painter.setPen(theme.color("text"))
+        fm = QFontMetricsF(title_font)
+        type_w = QFontMetricsF(small_font).horizontalAdvance(self._type) + 10
+        label = fm.elidedText(self._label, Qt.ElideRight, NODE_W - 40 - type_w)
+        painter.drawText(QRectF(32, 0, NODE_W - 40, HEADER_H), Qt.AlignVCenter | Qt.AlignLeft, label)
+        painter.setFont(small_font)
+        painter.setPen(theme.color("muted"))
+        if self._label != self._type:
+            painter.drawText(QRectF(0, 0, NODE_W - (22 if error else 10), HEADER_H),
+                             Qt.AlignVCenter | Qt.AlignRight, self._type)
+
+        # key parameters
+        painter.setFont(body_font)
+        y = HEADER_H + 6
+        left, right = 16.0, NODE_W - 16.0
+        for key, value in self._lines:
+            line = QRectF(left, y, right - left, LINE_H)
+            painter.setPen(theme.color("muted"))
+            painter.drawText(line, Qt.AlignVCenter | Qt.AlignLeft, key)
+            painter.setPen(theme.color("text"))
+            painter.drawText(line, Qt.AlignVCenter | Qt.AlignRight, value)
+            y += LINE_H
+        # footer: output shape and parameter count
+        y = self._height - LINE_H - 6
+        footer = QRectF(left, y, right - left, LINE_H)
+        painter.setPen(QPen(theme.color("node_border"), 0.8))
+        painter.drawLine(QPointF(10, y - 2), QPointF(NODE_W - 10, y - 2))
+        painter.setFont(body_font)
+        painter.setPen(theme.color("error") if error else
+                       (theme.color("muted") if self._blocked else theme.color("accent")))
+        painter.drawText(footer, Qt.AlignVCenter | Qt.AlignLeft, self._shape_text)
+        painter.setFont(small_font)
+        painter.setPen(theme.color("muted"))
+        painter.drawText(footer, Qt.AlignVCenter | Qt.AlignRight, self._count_text)
+
+    # --- interaction ---------------------------------------------------------------------------
+    def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value: Any) -> Any:
+        if change == QGraphicsItem.ItemPositionChange:
+            scene = self.scene()
+            if scene is not None and getattr(scene, "snap_to_grid", False):
+                return QPointF(round(value.x() / GRID) * GRID, round(value.y() / GRID) * GRID)
+        elif change == QGraphicsItem.ItemPositionHasChanged:
+            for wire in self.wires:
+                wire.update_path()
+        elif change == QGraphicsItem.ItemSelectedHasChanged:
+            for wire in self.wires:
+                wire.update()
+        return super().itemChange(change, value)
+
+    def port(self, name: str, is_input: bool) -> PortItem | None:
+        return (self.inputs if is_input else self.outputs).get(name)
+
+
+def _mix(a: QColor, b: QColor, t: float) -> QColor:
+    return QColor.fromRgbF(a.redF() * (1 - t) + b.redF() * t, a.greenF() * (1 - t) + b.greenF() * t,
+                           a.blueF() * (1 - t) + b.blueF() * t)
+
+
+def wire_path(p1: QPointF, p2: QPointF) -> QPainterPath:
+    """A horizontal S-curve from an output port to an input port."""
+    dx = max(abs(p2.x() - p1.x()) * 0.5, 40.0)
+    path = QPainterPath(p1)
+    path.cubicTo(QPointF(p1.x() + dx, p1.y()), QPointF(p2.x() - dx, p2.y()), p2)
+    return path
+
+
+class WireItem(QGraphicsItem):
+    """A wire between two ports, labelled with the tensor shape it carries."""
+
+    def __init__(self, edge: Edge, src: PortItem, dst: PortItem) -> None:
+        super().__init__()
+        self.edge = edge
+        self.src, self.dst = src, dst
+        self.setFlags(QGraphicsItem.ItemIsSelectable)
+        self.setZValue(Z_WIRE)
+        self.label = ""
+        self.fault = False
+        self._path = QPainterPath()
+        self._shape = QPainterPath()
+        self._label_rect = QRectF()
+        self._bounds = QRectF()
+        src.node_item.wires.add(self)
+        dst.node_item.wires.add(self)
+        self.update_path()
+
+    def detach(self) -> None:
+        self.src.node_item.wires.discard(self)
+        self.dst.node_item.wires.discard(self)
+
+    def set_label(self, text: str, fault: bool) -> None:
+        if (text, fault) != (self.label, self.fault):
+            self.label, self.fault = text, fault
+            self.update_path()
+            self.update()
+
+    def update_path(self) -> None:
+        p1, p2 = self.src.scenePos(), self.dst.scenePos()
+        self.prepareGeometryChange()
+        self._path = wire_path(p1, p2)
+        stroker = QPainterPathStroker()
+        stroker.setWidth(10)
+        self._shape = stroker.createStroke(self._path)
+        if self.label:
+            _, _, small = _fonts()
+            w = QFontMetricsF(small).horizontalAdvance(self.label) + 12
+            mid = self._path.pointAtPercent(0.5)
+            self._label_rect = QRectF(mid.x() - w / 2, mid.y() - 9, w, 18)
+        else:
+            self._label_rect = QRectF()
+        self._bounds = self._path.boundingRect().adjusted(-4, -4, 4, 4).united(self._label_rect)
+
+    def boundingRect(self) -> QRectF:
+        return self._bounds
+
+    def shape(self) -> QPainterPath:
+        return self._shape
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+        theme = current_theme()
+        painter.setRenderHint(QPainter.Antialiasing)
+        selected = self.isSelected() or self.src.node_item.isSelected() or self.dst.node_item.isSelected()
+        color = theme.color("error") if self.fault else (
+            theme.color("node_selected") if selected else theme.color("wire"))
+        pen = QPen(color, 2.6 if selected else 1.8)
+        if self.fault:
+            pen.setStyle(Qt.DashLine)
+        painter.setPen(pen)
+        painter.setBrush(Qt.NoBrush)
+        painter.drawPath(self._path)
+        if self.label and painter.worldTransform().m11() > 0.45:  # unreadable when zoomed far out
+            _, _, small = _fonts()
+            painter.setFont(small)
+            painter.setPen(QPen(color, 1.0))
+            painter.setBrush(theme.color("wire_label_bg"))
+            painter.drawRoundedRect(self._label_rect, 9, 9)
+            painter.setPen(theme.color("text") if not self.fault else color)
+            painter.drawText(self._label_rect, Qt.AlignCenter, self.label)
+
+
+class DragWire(QGraphicsItem):
+    """The wire that follows the mouse while connecting."""
+
+    def __init__(self, port: PortItem) -> None:
+        super().__init__()
+        self.port = port
+        self.setZValue(Z_DRAG)
+        self.end = port.scenePos()
+        self.valid: bool | None = None
+        self._path = QPainterPath()
+        self.set_end(self.end)
+
+    def set_end(self, pos: QPointF, valid: bool | None = None) -> None:
+        self.prepareGeometryChange()
+        self.end, self.valid = pos, valid
+        a = self.port.scenePos()
+        self._path = wire_path(pos, a) if self.port.is_input else wire_path(a, pos)
+
+    def boundingRect(self) -> QRectF:
+        return self._path.boundingRect().adjusted(-4, -4, 4, 4)
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+        theme = current_theme()
+        painter.setRenderHint(QPainter.Antialiasing)
+        color = {True: theme.color("ok"), False: theme.color("error")}.get(self.valid, theme.color("accent"))
+        pen = QPen(color, 2.2, Qt.DashLine)
+        painter.setPen(pen)
+        painter.drawPath(self._path)
+
+
+def scene_of(item: QGraphicsItem) -> GraphScene:
+    return item.scene()  # type: ignore[return-value]

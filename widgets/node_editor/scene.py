@@ -1,0 +1,318 @@
+"""GraphScene: observes a Document, keeps one NodeItem per node and one WireItem per edge, reruns shape
+inference after edits (once per batch of events), and turns port drags and node drags into requests
+that the editor makes into undoable commands.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QPainter, QPen, QTransform
+from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent
+
+from app.document import Document, DocumentEvent, Edge, GraphInfo, format_shape, infer_shapes
+from app.document.catalogue import find_spec
+from widgets.theme import current_theme
+
+from .items import GRID, DragWire, NodeItem, PortItem, WireItem, to_doc, to_scene
+
+_STRUCTURE_EVENTS = {"node_added", "node_removed", "node_renamed", "pasted", "edge_added", "edge_removed"}
+
+
+@lru_cache(maxsize=16)
+def _dataset_shape(key: str) -> tuple[int, ...] | None:
+    from app.datasets import DATASETS, load_dataset
+
+    spec = json.loads(key)
+    info = DATASETS.get(spec.get("name"))
+    if info is None or info.category == "file":  # reading user files on every edit would stall the UI
+        return None
+    try:
+        return tuple(load_dataset(spec).input_shape)
+    except Exception:  # a bad dataset option is the training panel's to report, not the canvas's
+        return None
+
+
+def dataset_input_shape(doc: Document) -> tuple[int, ...] | None:
+    """Per-sample input shape of the document's (built-in or synthetic) dataset, or None."""
+    try:
+        return _dataset_shape(json.dumps(doc.training.get("dataset"), sort_keys=True))
+    except (TypeError, ValueError):
+        return None
+
+
+class GraphScene(QGraphicsScene):
+    connect_requested = Signal(str, str, str, str)  # src, src_port, dst, dst_port
+    wire_dropped = Signal(str, str, bool, QPointF)  # node, port, port is an input, scene pos
+    nodes_moved = Signal(dict)  # id -> (old pos, new pos)
+    info_updated = Signal(object)  # GraphInfo
+    message = Signal(str)
+
+    def __init__(self, doc: Document, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.doc = doc
+        self.nodes: dict[str, NodeItem] = {}
+        self.wires: dict[Edge, WireItem] = {}
+        self.info: GraphInfo | None = None
+        self.snap_to_grid = False
+        self._dirty: set[str] = set()
+        self._all_dirty = True
+        self._drag: DragWire | None = None
+        self._press_positions: dict[str, list[float]] = {}
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setSingleShot(True)
+        self._flush_timer.setInterval(0)
+        self._flush_timer.timeout.connect(self.flush)
+        self.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
+        self._unsubscribe = doc.subscribe(self._on_event)
+        self.rebuild()
+
+    # --- document observation -----------------------------------------------------------------
+    def set_document(self, doc: Document) -> None:
+        self._unsubscribe()
+        self.doc = doc
+        self._unsubscribe = doc.subscribe(self._on_event)
+        self.rebuild()
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+    def rebuild(self) -> None:
+        """Drop every item and draw the whole document again (after loading a file)."""
+        self.cancel_drag()
+        for wire in self.wires.values():
+            self.removeItem(wire)
+        for item in self.nodes.values():
+            self.removeItem(item)
+        self.nodes.clear()
+        self.wires.clear()
+        for node in self.doc.nodes.values():
+            self._add_node_item(node.id)
+        self._sync_wires()
+        self._all_dirty = True
+        self.flush()
+
+    def _on_event(self, event: DocumentEvent) -> None:
+        kind = event.kind
+        if kind in ("node_added", "pasted"):
+            for node_id in event.node_ids:
+                if node_id not in self.nodes:
+                    self._add_node_item(node_id)
+        elif kind == "node_removed":
+            self._remove_node_item(event.node_ids[0])
+        elif kind == "node_renamed":
+            old, new = event.node_ids
+            item = self.nodes.pop(old)
+            item.node_id = new
+            self.nodes[new] = item
+        elif kind == "node_moved":
+            node_id = event.node_ids[0]
+            item = self.nodes.get(node_id)
+            if item is not None:
+                pos = self.doc.nodes[node_id].pos
+                if to_doc(item.pos()) != list(pos):
+                    snap, self.snap_to_grid = self.snap_to_grid, False  # the document's position wins
+                    item.setPos(to_scene(pos))
+                    self.snap_to_grid = snap
+            return  # a move changes no shape
+        elif kind == "view_changed":
+            return
+        if kind in _STRUCTURE_EVENTS:
+            self._sync_wires()
+            self._all_dirty = True  # a new or removed wire changes every shape downstream
+        else:
+            self._dirty.update(event.node_ids)
+            self._all_dirty = True
+        self._flush_timer.start()
+
+    def _add_node_item(self, node_id: str) -> None:
+        node = self.doc.nodes[node_id]
+        item = NodeItem(node, find_spec(node.type))
+        self.addItem(item)
+        self.nodes[node_id] = item
+
+    def _remove_node_item(self, node_id: str) -> None:
+        item = self.nodes.pop(node_id, None)
+        if item is None:
+            return
+        for wire in list(item.wires):
+            self._remove_wire(wire)
+        self.removeItem(item)
+
+    def _remove_wire(self, wire: WireItem) -> None:
+        wire.detach()
+        self.wires.pop(wire.edge, None)
+        self.removeItem(wire)
+
+    def _sync_wires(self) -> None:
+        """Make the wire items match doc.edges (an O(E) diff, cheap next to inference)."""
+        wanted = set(self.doc.edges)
+        for edge, wire in list(self.wires.items()):
+            if edge not in wanted or wire.src.node_item is not self.nodes.get(edge.src) \
+                    or wire.dst.node_item is not self.nodes.get(edge.dst):
+                self._remove_wire(wire)
+        for edge in self.doc.edges:
+            if edge in self.wires:
+                continue
+            src, dst = self.nodes.get(edge.src), self.nodes.get(edge.dst)
+            src_port = src.port(edge.src_port, False) if src else None
+            dst_port = dst.port(edge.dst_port, True) if dst else None
+            if src_port is None or dst_port is None:
+                continue
+            wire = WireItem(edge, src_port, dst_port)
+            self.addItem(wire)
+            self.wires[edge] = wire
+        connected_in = {(e.dst, e.dst_port) for e in self.doc.edges}
+        connected_out = {(e.src, e.src_port) for e in self.doc.edges}
+        for node_id, item in self.nodes.items():
+            for name, port in item.inputs.items():
+                c = (node_id, name) in connected_in
+                if c != port.connected:
+                    port.connected = c
+                    port.update()
+            for name, port in item.outputs.items():
+                c = (node_id, name) in connected_out
+                if c != port.connected:
+                    port.connected = c
+                    port.update()
+
+    # --- inference ----------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Run shape inference now and update the items whose state changed."""
+        self._flush_timer.stop()
+        if not (self._all_dirty or self._dirty):
+            return
+        self._all_dirty = False
+        self._dirty.clear()
+        info = infer_shapes(self.doc, dataset_input_shape(self.doc))
+        self.info = info
+        for node_id, item in self.nodes.items():
+            item.set_state(self.doc.nodes[node_id], info.nodes.get(node_id))
+        for edge, wire in self.wires.items():
+            shape = info.edge_shape(edge)
+            dst = info.nodes.get(edge.dst)
+            fault = dst is not None and dst.problem is not None and dst.problem.port == edge.dst_port
+            wire.set_label(_shape_label(shape), fault)
+        self.info_updated.emit(info)
+
+    # --- selection helpers ----------------------------------------------------------------------
+    def selected_node_ids(self) -> list[str]:
+        """Selected nodes in document order (so copy/paste keeps the order)."""
+        chosen = {i.node_id for i in self.selectedItems() if isinstance(i, NodeItem)}
+        return [n for n in self.doc.nodes if n in chosen]
+
+    def selected_edges(self) -> list[Edge]:
+        return [i.edge for i in self.selectedItems() if isinstance(i, WireItem)]
+
+    def select_nodes(self, ids: Any) -> None:
+        ids = set(ids)
+        self.clearSelection()
+        for node_id in ids:
+            item = self.nodes.get(node_id)
+            if item is not None:
+                item.setSelected(True)
+
+    def nodes_rect(self) -> QRectF:
+        rect = QRectF()
+        for item in self.nodes.values():
+            rect = rect.united(item.sceneBoundingRect())
+        return rect
+
+    # --- background ----------------------------------------------------------------------------
+    def drawBackground(self, painter: QPainter, rect: QRectF) -> None:
+        theme = current_theme()
+        painter.fillRect(rect, theme.color("canvas"))
+        scale = painter.worldTransform().m11()
+        step = GRID if scale > 0.6 else GRID * 5  # fine lines would turn into a grey wash
+        left = int(rect.left() // step) * step
+        top = int(rect.top() // step) * step
+        minor, major = [], []
+        x = left
+        while x < rect.right():
+            line = (QPointF(x, rect.top()), QPointF(x, rect.bottom()))
+            (major if round(x / step) % 5 == 0 else minor).append(line)
+            x += step
+        y = top
+        while y < rect.bottom():
+            line = (QPointF(rect.left(), y), QPointF(rect.right(), y))
+            (major if round(y / step) % 5 == 0 else minor).append(line)
+            y += step
+        painter.setRenderHint(QPainter.Antialiasing, False)
+        for lines, color in ((minor, "grid_minor"), (major, "grid_major")):
+            painter.setPen(QPen(theme.color(color), 0))
+            for a, b in lines:
+                painter.drawLine(a, b)
+
+    # --- mouse: wiring and moving ---------------------------------------------------------------
+    def port_at(self, pos: QPointF) -> PortItem | None:
+        for item in self.items(pos, Qt.IntersectsItemShape, Qt.DescendingOrder, QTransform()):
+            if isinstance(item, PortItem):
+                return item
+        return None
+
+    def mousePressEvent(self, event: QGraphicsSceneMouseEvent) -> None:
+        if event.button() == Qt.LeftButton:
+            port = self.port_at(event.scenePos())
+            if port is not None:
+                self._drag = DragWire(port)
+                self.addItem(self._drag)
+                event.accept()
+                return
+        super().mousePressEvent(event)
+        if event.button() == Qt.LeftButton:
+            self._press_positions = {nid: to_doc(item.pos())
+                                     for nid, item in self.nodes.items() if item.isSelected()}
+
+    def mouseMoveEvent(self, event: QGraphicsSceneMouseEvent) -> None:
+        if self._drag is not None:
+            target = self.port_at(event.scenePos())
+            valid = None
+            if target is not None and target is not self._drag.port:
+                valid = target.is_input != self._drag.port.is_input and \
+                    target.node_item is not self._drag.port.node_item
+            self._drag.set_end(target.scenePos() if target is not None and valid else event.scenePos(), valid)
+            event.accept()
+            return
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event: QGraphicsSceneMouseEvent) -> None:
+        if self._drag is not None and event.button() == Qt.LeftButton:
+            start = self._drag.port
+            self.cancel_drag()
+            target = self.port_at(event.scenePos())
+            if target is None:
+                self.wire_dropped.emit(start.node_id, start.name, start.is_input, event.scenePos())
+            elif target is not start:
+                if target.is_input == start.is_input:
+                    kind = "inputs" if start.is_input else "outputs"
+                    self.message.emit(f"Can't connect two {kind} ({start.node_id}.{start.name} and "
+                                      f"{target.node_id}.{target.name}): wire an output to an input")
+                else:
+                    src, dst = (target, start) if start.is_input else (start, target)
+                    self.connect_requested.emit(src.node_id, src.name, dst.node_id, dst.name)
+            event.accept()
+            return
+        super().mouseReleaseEvent(event)
+        if event.button() == Qt.LeftButton and self._press_positions:
+            moves = {}
+            for nid, old in self._press_positions.items():
+                item = self.nodes.get(nid)
+                if item is None:
+                    continue
+                new = to_doc(item.pos())
+                if new != old:
+                    moves[nid] = (old, new)
+            self._press_positions = {}
+            if moves:
+                self.nodes_moved.emit(moves)
+
+    def cancel_drag(self) -> None:
+        if self._drag is not None:
+            self.removeItem(self._drag)
+            self._drag = None
+
+
+def _shape_label(shape: Any) -> str:
+    return format_shape(shape) if shape is not None else ""

@@ -1,0 +1,204 @@
+"""GraphView: the canvas viewport. Wheel zooms around the cursor, middle-drag or space-drag pans, left
+drag on empty canvas draws a rubber band, palette items drop here, and refused actions show a toast.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QPoint, QPointF, Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent, QMouseEvent, QPainter, QWheelEvent
+from PySide6.QtWidgets import QFrame, QGraphicsView, QLabel
+
+NODE_MIME = "application/x-wiregrad-node-type"
+MIN_ZOOM, MAX_ZOOM = 0.1, 3.0
+
+
+class Toast(QLabel):
+    """A short message over the canvas (why a connection was refused); fades after a few seconds."""
+
+    def __init__(self, parent: Any) -> None:
+        super().__init__(parent)
+        self.setObjectName("toast")
+        self.setWordWrap(True)
+        self.setMaximumWidth(520)
+        self.hide()
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self.hide)
+
+    def show_message(self, text: str, msec: int = 4500) -> None:
+        self.setText(text)
+        self.adjustSize()
+        parent = self.parentWidget()
+        self.move((parent.width() - self.width()) // 2, parent.height() - self.height() - 24)
+        self.show()
+        self.raise_()
+        self._timer.start(msec)
+
+
+class GraphView(QGraphicsView):
+    type_dropped = Signal(str, QPointF)  # node type, scene position
+    quick_add_requested = Signal(QPointF)  # scene position (Tab / right click on empty canvas)
+    zoom_changed = Signal(float)
+    viewport_moved = Signal()  # after any pan or zoom (the minimap follows)
+
+    def __init__(self, scene: Any, parent: Any = None) -> None:
+        super().__init__(scene, parent)
+        self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing | QPainter.SmoothPixmapTransform)
+        self.setViewportUpdateMode(QGraphicsView.SmartViewportUpdate)
+        self.setOptimizationFlags(QGraphicsView.DontSavePainterState | QGraphicsView.DontAdjustForAntialiasing)
+        self.setCacheMode(QGraphicsView.CacheBackground)
+        self.setTransformationAnchor(QGraphicsView.NoAnchor)
+        self.setResizeAnchor(QGraphicsView.AnchorViewCenter)
+        self.setDragMode(QGraphicsView.RubberBandDrag)
+        self.setRubberBandSelectionMode(Qt.IntersectsItemShape)
+        self.setAcceptDrops(True)
+        self.setFrameShape(QFrame.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setSceneRect(-50_000, -50_000, 100_000, 100_000)  # room to pan anywhere
+        self.setFocusPolicy(Qt.StrongFocus)
+        self.toast = Toast(self.viewport())
+        self._pan_from: QPoint | None = None
+        self._space = False
+
+    # --- zoom and pan -----------------------------------------------------------------------------
+    @property
+    def zoom(self) -> float:
+        return self.transform().m11()
+
+    def zoom_by(self, factor: float, anchor: QPoint | None = None) -> None:
+        """Zoom keeping the scene point under `anchor` (viewport coords; default the centre) fixed."""
+        anchor = anchor if anchor is not None else self.viewport().rect().center()
+        factor = max(MIN_ZOOM / self.zoom, min(MAX_ZOOM / self.zoom, factor))
+        before = self.mapToScene(anchor)
+        self.scale(factor, factor)
+        after = self.mapToScene(anchor)
+        delta = after - before
+        self.translate(delta.x(), delta.y())
+        self.zoom_changed.emit(self.zoom)
+        self.viewport_moved.emit()
+
+    def set_zoom(self, zoom: float) -> None:
+        self.zoom_by(zoom / self.zoom)
+
+    def pan_by(self, dx: float, dy: float) -> None:
+        """Pan by viewport pixels."""
+        z = self.zoom
+        self.translate(-dx / z, -dy / z)
+        self.viewport_moved.emit()
+
+    def center_on(self, point: QPointF) -> None:
+        delta = self.mapToScene(self.viewport().rect().center()) - point
+        self.translate(delta.x(), delta.y())
+        self.viewport_moved.emit()
+
+    def visible_scene_rect(self) -> Any:
+        return self.mapToScene(self.viewport().rect()).boundingRect()
+
+    def fit_rect(self, rect: Any, margin: float = 60.0) -> None:
+        if rect.isNull():
+            self.resetTransform()
+            self.center_on(QPointF(0, 0))
+            return
+        rect = rect.adjusted(-margin, -margin, margin, margin)
+        view = self.viewport().rect()
+        zoom = min(view.width() / rect.width(), view.height() / rect.height(), 1.25)
+        zoom = max(MIN_ZOOM, zoom)
+        self.resetTransform()
+        self.scale(zoom, zoom)
+        self.center_on(rect.center())
+        self.zoom_changed.emit(self.zoom)
+
+    def wheelEvent(self, event: QWheelEvent) -> None:
+        steps = event.angleDelta().y() / 120.0
+        if steps:
+            self.zoom_by(1.15 ** steps, event.position().toPoint())
+        event.accept()
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MiddleButton or (event.button() == Qt.LeftButton and self._space):
+            self._pan_from = event.position().toPoint()
+            self.viewport().setCursor(Qt.ClosedHandCursor)
+            event.accept()
+            return
+        if event.button() == Qt.RightButton and self.itemAt(event.position().toPoint()) is None:
+            self.quick_add_requested.emit(self.mapToScene(event.position().toPoint()))
+            event.accept()
+            return
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        if self._pan_from is not None:
+            pos = event.position().toPoint()
+            delta = pos - self._pan_from
+            self._pan_from = pos
+            self.pan_by(-delta.x(), -delta.y())
+            event.accept()
+            return
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        if self._pan_from is not None and event.button() in (Qt.MiddleButton, Qt.LeftButton):
+            self._pan_from = None
+            self.viewport().setCursor(Qt.OpenHandCursor if self._space else Qt.ArrowCursor)
+            event.accept()
+            return
+        super().mouseReleaseEvent(event)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key_Space and not event.isAutoRepeat():
+            self._space = True
+            self.viewport().setCursor(Qt.OpenHandCursor)
+            event.accept()
+            return
+        if event.key() == Qt.Key_Escape:
+            self.scene().cancel_drag()
+        super().keyPressEvent(event)
+
+    def keyReleaseEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key_Space and not event.isAutoRepeat():
+            self._space = False
+            self.viewport().setCursor(Qt.ArrowCursor)
+            event.accept()
+            return
+        super().keyReleaseEvent(event)
+
+    def focusNextPrevChild(self, next: bool) -> bool:
+        return False  # Tab on the canvas opens quick add instead of moving focus
+
+    def event(self, event: Any) -> bool:
+        if event.type() == event.Type.KeyPress and event.key() == Qt.Key_Tab:
+            pos = self.mapFromGlobal(self.cursor().pos())
+            if not self.viewport().rect().contains(pos):
+                pos = self.viewport().rect().center()
+            self.quick_add_requested.emit(self.mapToScene(pos))
+            return True
+        return super().event(event)
+
+    # --- drops from the palette ----------------------------------------------------------------------
+    def dragEnterEvent(self, event: Any) -> None:
+        if event.mimeData().hasFormat(NODE_MIME):
+            event.acceptProposedAction()
+        else:
+            super().dragEnterEvent(event)
+
+    def dragMoveEvent(self, event: Any) -> None:
+        if event.mimeData().hasFormat(NODE_MIME):
+            event.acceptProposedAction()
+        else:
+            super().dragMoveEvent(event)
+
+    def dropEvent(self, event: Any) -> None:
+        if event.mimeData().hasFormat(NODE_MIME):
+            type_ = bytes(event.mimeData().data(NODE_MIME)).decode("utf-8")
+            self.type_dropped.emit(type_, self.mapToScene(event.position().toPoint()))
+            event.acceptProposedAction()
+        else:
+            super().dropEvent(event)
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        for child in self.viewport().children():
+            if hasattr(child, "reposition"):
+                child.reposition()
