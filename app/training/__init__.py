@@ -12,10 +12,11 @@ _EXPORTS = {
     "metrics": ("BatchMetrics", "ControlEvent", "EpochMetrics", "Finding", "JsonlWriter", "RunInfo",
                 "RunSummary", "TrainerCallback", "read_metrics"),
     "doctor": ("DoctorThresholds", "TrainingDoctor", "locate_nonfinite"),
-    "checkpoint": ("CheckpointError", "checkpoint_document", "read_checkpoint"),
+    "checkpoint": ("checkpoint_document", "read_checkpoint"),
+    "errors": ("CheckpointError", "TrainerError"),
     "lr_finder": ("LRFindResult", "find_lr", "suggest_lr"),
     "sanity": ("SanityResult", "overfit_one_batch"),
-    "trainer": ("STATES", "Trainer", "TrainerError"),
+    "trainer": ("STATES", "Trainer"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)
