@@ -1,0 +1,1 @@
+"""engine.utils: data loading (engine.utils.data) and gradient checkpointing (engine.utils.checkpoint)."""
