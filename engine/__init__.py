@@ -277,3 +277,5 @@ def can_cast(from_, to) -> _builtins.bool:
 
 
 __version__ = "0.1.0"
+
+from .serialization import load, save  # noqa: E402
