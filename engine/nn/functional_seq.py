@@ -68,7 +68,7 @@ class _LSTMLayer(Function):
 
     @staticmethod
     def forward(ctx, xg, w_hh, h0, c0, reverse):
-        X, W = xg._arr, w_hh._arr.T
+        X, W = xg._arr, np.ascontiguousarray(w_hh._arr.T)  # matmul(out=) is slow on transposed operands
         T, B, H4 = X.shape
         H = H4 // 4
         dt = X.dtype
@@ -149,7 +149,7 @@ class _GRULayer(Function):
 
     @staticmethod
     def forward(ctx, xg, w_hh, b_hh, h0, reverse):
-        X, W = xg._arr, w_hh._arr.T
+        X, W = xg._arr, np.ascontiguousarray(w_hh._arr.T)  # matmul(out=) is slow on transposed operands
         T, B, H3 = X.shape
         H = H3 // 3
         dt = X.dtype
@@ -227,7 +227,7 @@ class _RNNLayer(Function):
 
     @staticmethod
     def forward(ctx, xg, w_hh, h0, relu_, reverse):
-        X, W = xg._arr, w_hh._arr.T
+        X, W = xg._arr, np.ascontiguousarray(w_hh._arr.T)  # matmul(out=) is slow on transposed operands
         T, B, H = X.shape
         hs = np.empty((T + 1, B, H), X.dtype)
         hs[0] = h0._arr
