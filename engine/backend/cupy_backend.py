@@ -220,10 +220,10 @@ class CUDAGenerator:
         return self._initial_seed
 
     def get_state(self):
-        from .. import tensor as _t
+        from ..ops.creation import tensor
 
         blob = json.dumps({"seed": self._initial_seed, "offset": self._offset}).encode()
-        return _t.tensor(np.frombuffer(blob, dtype=np.uint8).copy())
+        return tensor(np.frombuffer(blob, dtype=np.uint8).copy())
 
     def set_state(self, state) -> None:
         arr = state.numpy() if hasattr(state, "numpy") else np.asarray(state)
