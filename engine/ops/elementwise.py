@@ -131,7 +131,9 @@ class Mul(Function):
         A, B, dt = _operands(a, b)
         if ctx.__class__ is Mul:  # recording: keep what backward needs (scalars as Python numbers)
             ta, tb = _is_t(a), _is_t(b)
-            ctx.save_for_backward(a if ta else None, b if tb else None)
+            # save only what the wanted gradients read, so `y[i] = y[i] * 3` does not trip the version check
+            nig = ctx.needs_input_grad
+            ctx.save_for_backward(a if ta and nig[1] else None, b if tb and nig[0] else None)
             ctx.sa, ctx.sb = (None if ta else a), (None if tb else b)
         if dt is D.bool_:
             return np.logical_and(A, B)
@@ -155,7 +157,8 @@ class Div(Function):
             # true division sees the scalar's real value, not its integer wrap-around
             A, _ = _as_float(A if _is_t(a) else a, dt)
             B, _ = _as_float(B if _is_t(b) else b, dt)
-            ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None)
+            nig = ctx.needs_input_grad
+            ctx.save_for_backward(a if _is_t(a) and nig[1:2] == (True,) else None, b if _is_t(b) else None)
             ctx.sa, ctx.sb = (None if _is_t(a) else a), (None if _is_t(b) else b)
             ctx.rounding = None
             return np.true_divide(A, B)
@@ -809,13 +812,16 @@ class CopySlices(Function):
 
     @staticmethod
     def backward(ctx, g):
+        from .creation import ones
+
         shape, strides, offset = ctx.geom
-        gb = g.contiguous().clone()
-        region = gb.as_strided(shape, strides, offset)
-        gsrc = region.clone()
+        g = g.contiguous()
+        # the region's gradient goes to src, the rest to the old base: masks, not writes, so that
+        # create_graph records both (zeroing in place under no_grad would hide the mask from double backward)
         with no_grad():
-            region.zero_()
-        return gb, gsrc
+            keep = ones(g._shape, dtype=g.dtype, device=g.device)
+            keep.as_strided(shape, strides, offset).zero_()
+        return g * keep, g.as_strided(shape, strides, g._offset + offset)
 
 
 class AsStridedView(Function):

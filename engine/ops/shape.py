@@ -101,9 +101,9 @@ class Flip(Function):
         return g.flip(ctx.dims), None
 
 
-def flip(input: Tensor, dims) -> Tensor:
+def flip(input: Tensor, *dims) -> Tensor:
     """Copies (PyTorch's flip copies too)."""
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else tuple(dims)
     return Flip.apply(input, S.wrap_dims(dims, input.ndim) if input.ndim else ())
 
 

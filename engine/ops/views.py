@@ -313,18 +313,24 @@ class AsStrided(Function):
     _raw = True
 
     @staticmethod
-    def forward(ctx, x, shape, strides, offset):
+    def forward(ctx, x, shape, strides, offset, logical_geom=None):
         limit = x._storage.data.size
         if S.numel(shape) and S.max_offset(shape, strides, offset) >= limit:
             raise RuntimeError(f"setStorage: sizes {list(shape)}, strides {list(strides)}, storage offset {offset} "
                                f"require a storage of more than {limit} elements")
-        ctx.geom = (shape, strides, offset)
-        ctx.in_geom = (x._shape, x._strides, x._offset)
+        if logical_geom is not None:
+            # unfold/diagonal: the same view taken of a contiguous copy, so backward maps gradients to the
+            # input's elements, not its memory (which an expanded input shares between elements)
+            ctx.in_geom = (x._shape, S.contiguous_strides(x._shape), 0)
+            ctx.geom = logical_geom
+        else:
+            ctx.geom = (shape, strides, offset)
+            ctx.in_geom = (x._shape, x._strides, x._offset)
         return x._view(shape, strides, offset)
 
     @staticmethod
     def backward(ctx, g):
-        return AsStridedScatter.apply(g, ctx.in_geom, ctx.geom)
+        return AsStridedScatter.apply(g, ctx.in_geom, ctx.geom), None, None, None, None
 
 
 class AsStridedScatter(Function):
@@ -338,18 +344,21 @@ class AsStridedScatter(Function):
         in_pos, out_pos = _positions(in_geom), _positions(geom)
         ctx.in_pos, ctx.out_pos = in_pos, out_pos
         xp = g._storage.backend.xp
-        # map storage position -> input flat index (positions of a valid input are distinct)
+        # gradient per storage position; an input that overlaps itself (expanded) shares each position's
+        # gradient equally among the elements that alias it, like PyTorch's as_strided backward
         size = int(max(in_pos.max(initial=-1), out_pos.max(initial=-1))) + 1
         acc = xp.zeros(size, dtype=g._dtype.np)
         np.add.at(acc, out_pos.reshape(-1), g._arr.reshape(-1))
-        return acc[in_pos]
+        count = np.bincount(in_pos.reshape(-1), minlength=size)
+        ctx.share = count[in_pos].astype(g._dtype.np)
+        return acc[in_pos] / ctx.share
 
     @staticmethod
     def backward(ctx, gg):
         xp = gg._storage.backend.xp
         size = int(max(ctx.in_pos.max(initial=-1), ctx.out_pos.max(initial=-1))) + 1
         buf = xp.zeros(size, dtype=gg._dtype.np)
-        buf[ctx.in_pos.reshape(-1)] = gg._arr.reshape(-1)
+        np.add.at(buf, ctx.in_pos.reshape(-1), (gg._arr / ctx.share).reshape(-1))
         return _wrap_array(buf[ctx.out_pos]), None, None
 
 
@@ -372,23 +381,25 @@ def as_strided(x: Tensor, size, stride, storage_offset=None) -> Tensor:
 def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
     """Returns a view (no copy): windows of `size` every `step` along `dimension`, as a new last dim."""
     shape, strides = S.unfold(x._shape, x._strides, dimension, size, step)
-    return AsStrided.apply(x, shape, strides, x._offset)
+    logical = S.unfold(x._shape, S.contiguous_strides(x._shape), dimension, size, step) + (0,)
+    return AsStrided.apply(x, shape, strides, x._offset, logical)
 
 
 def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     nd = x.ndim
     d1, d2 = S.wrap_dim(dim1, nd), S.wrap_dim(dim2, nd)
     n1, n2 = x._shape[d1], x._shape[d2]
-    if offset >= 0:
-        length = max(0, min(n1, n2 - offset))
-        start = x._offset + offset * x._strides[d2]
-    else:
-        length = max(0, min(n1 + offset, n2))
-        start = x._offset - offset * x._strides[d1]
+    length = max(0, min(n1, n2 - offset)) if offset >= 0 else max(0, min(n1 + offset, n2))
     keep = [i for i in range(nd) if i not in (d1, d2)]
     shape = tuple(x._shape[i] for i in keep) + (length,)
-    strides = tuple(x._strides[i] for i in keep) + (x._strides[d1] + x._strides[d2],)
-    return AsStrided.apply(x, shape, strides, start if length else x._offset)
+
+    def geometry(strides, base):
+        start = base + (offset * strides[d2] if offset >= 0 else -offset * strides[d1])
+        st = tuple(strides[i] for i in keep) + (strides[d1] + strides[d2],)
+        return shape, st, start if length else base
+
+    _, strides, start = geometry(x._strides, x._offset)
+    return AsStrided.apply(x, shape, strides, start, geometry(S.contiguous_strides(x._shape), 0))
 
 
 _ = _wrap_array
