@@ -1,0 +1,675 @@
+"""The Trainer: runs a document's training with the engine, emits metrics through callbacks,
+takes commands (pause, resume, stop, step, change lr) from other threads, checkpoints, and runs
+the training doctor. Pure Python (no Qt): the CLI and the GUI worker both drive this class.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import queue
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import engine
+from app.compile import CompiledModel, build_loss, compile_document
+from app.datasets import DatasetSplit, load_dataset
+from app.document import Document, infer_shapes
+
+from . import checkpoint as ckpt
+from .doctor import DoctorThresholds, TrainingDoctor, locate_nonfinite, nonfinite_finding
+from .errors import TrainerError
+from .metrics import (
+    BatchMetrics,
+    ControlEvent,
+    EpochMetrics,
+    Finding,
+    JsonlWriter,
+    RunInfo,
+    RunSummary,
+    TrainerCallback,
+)
+
+STATES = ("ready", "running", "paused", "stopping", "finished", "stopped", "early_stopped", "failed")
+_FLOAT_TARGET_LOSSES = ("MSELoss", "L1Loss", "SmoothL1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss")
+_PER_BATCH_SCHEDULES = ("OneCycleLR",)
+_OPTIMIZER_OPTIONS = {
+    "SGD": ("lr", "momentum", "weight_decay", "nesterov"),
+    "Adam": ("lr", "betas", "eps", "weight_decay"),
+    "AdamW": ("lr", "betas", "eps", "weight_decay"),
+    "RMSprop": ("lr", "momentum", "eps", "weight_decay"),
+}
+
+
+def _np(t: Any) -> np.ndarray:
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.to("cpu")
+    return t.numpy()
+
+
+def _sq_norm(t: Any) -> float:
+    a = t._arr.ravel()  # BLAS dot on the backend array: cheap, no graph
+    return float(a @ a)
+
+
+def _stats(a: np.ndarray) -> dict[str, float]:
+    a = a.astype(np.float64, copy=False).ravel()
+    if a.size == 0:
+        return {}
+    return {"mean": float(a.mean()), "std": float(a.std()), "min": float(a.min()), "max": float(a.max()),
+            "abs_mean": float(np.abs(a).mean()), "norm": float(np.sqrt((a * a).sum()))}
+
+
+def _histogram(a: np.ndarray, bins: int = 30) -> dict[str, list[float]]:
+    a = a.ravel()
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return {"counts": [], "edges": []}
+    counts, edges = np.histogram(a, bins=bins)
+    return {"counts": counts.tolist(), "edges": edges.tolist()}
+
+
+class Trainer:
+    """Train the network a document describes.
+
+    Build it (this loads the dataset and compiles the model, raising TrainerError/DocumentError/
+    DatasetError for user mistakes), then call `run()` on the thread that should do the work.
+    Control methods (`pause`, `resume`, `stop`, `step_once`, `set_lr`, `set_optimizer_option`)
+    are safe to call from any other thread; they take effect at the next batch boundary.
+    """
+
+    def __init__(self, doc: Document, run_dir: str | Path | None = None, *, device: str | None = None,
+                 callbacks: Iterable[TrainerCallback] = (), epochs: int | None = None,
+                 base_dir: str | Path | None = None, dataset: DatasetSplit | None = None,
+                 doctor: bool = True, thresholds: DoctorThresholds | None = None,
+                 histograms: bool = False, stats_every: int = 1, detail_every: int = 1,
+                 checkpoint_every: int | None = None, on_nonfinite: str = "pause",
+                 blas_threads: int | None = None, probe_size: int = 256) -> None:
+        self.doc = doc.copy()
+        t = self.doc.training
+        self.training = t
+        self.seed = int(t["seed"])
+        self.epochs = int(epochs if epochs is not None else t["epochs"])
+        self.batch_size = int(t["batch_size"])
+        self.accumulate = int(t["grad_accumulation"])
+        self.grad_clip = t["grad_clip"]
+        self.patience = t["early_stopping_patience"]
+        self.checkpoint_every = checkpoint_every if checkpoint_every is not None else t["checkpoint_every"]
+        self.histograms = histograms
+        self.stats_every = max(1, stats_every)
+        self.detail_every = max(1, detail_every)
+        self.on_nonfinite = on_nonfinite
+        self.blas_threads = blas_threads
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.callbacks: list[Any] = list(callbacks)
+        self.device = self._resolve_device(device or t["device"])
+
+        engine.manual_seed(self.seed)
+        if dataset is None:
+            spec = dict(t["dataset"])
+            spec.setdefault("val_fraction", t["val_fraction"])
+            dataset = load_dataset(spec, self.seed, base_dir=base_dir)
+        self.data = dataset
+        self.model: CompiledModel = compile_document(self.doc, dataset.input_shape)
+        self.info = infer_shapes(self.doc, dataset.input_shape)
+        self.loss_fn = build_loss(self.doc, self.info)
+        if len(self.model.input_ids) != 1:
+            raise TrainerError(f"training feeds one dataset into one Input node; the graph has "
+                               f"{len(self.model.input_ids)} ({', '.join(self.model.input_ids)})")
+        self.model.to(self.device)
+        int_input = self.model.input_dtypes[self.model.input_ids[0]] == "int64"
+        self._input_dtype = np.int64 if int_input else np.float32
+        self.y_train, self.y_val, self.classify = self._prepare_targets()
+        self.steps_per_epoch = math.ceil(len(self.data.x_train) / self.batch_size)
+        self.optimizer = self._build_optimizer()
+        self.scheduler, self.schedule_per_batch = self._build_scheduler()
+        self.amp = bool(t["amp"])
+        self.scaler = engine.amp.GradScaler(enabled=self.amp) if self.amp else None
+        self.node_params = self.model.node_parameters()
+        upstream = {e.dst: e.src for e in self.doc.edges}
+        self.doctor = TrainingDoctor(self.model.order, self.model.node_types, upstream,
+                                     thresholds or DoctorThresholds()) if doctor else None
+        probe = min(probe_size, len(self.data.x_train))
+        self._probe_x = self.data.x_train[:probe]
+
+        # cursor and history: everything a checkpoint needs to continue exactly
+        self.epoch = 0
+        self.batch = 0
+        self.step = 0
+        self.best_val_loss: float | None = None
+        self.bad_epochs = 0
+        self.history: list[EpochMetrics] = []
+        self._partial = {"loss_sum": 0.0, "correct": 0, "seen": 0, "seconds": 0.0}
+        self.resumed_from: str | None = None
+
+        # control
+        self._lock = threading.Lock()
+        self._state = "ready"
+        self._commands: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._paused = False
+        self._step_budget = 0
+        if self.run_dir is not None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.callbacks.append(JsonlWriter(self.run_dir / "metrics.jsonl"))
+
+    # ------------------------------------------------------------------ set-up helpers
+    @staticmethod
+    def _resolve_device(name: str) -> engine.device:
+        if name == "auto":
+            name = "cuda" if engine.cuda.is_available() else "cpu"
+        if name == "cuda" and not engine.cuda.is_available():
+            raise TrainerError("device cuda was asked for, but no CUDA GPU is available here; "
+                               "use --device cpu")
+        if name not in ("cpu", "cuda"):
+            raise TrainerError(f"unknown device {name!r}; use cpu or cuda")
+        return engine.device(name)
+
+    def _prepare_targets(self) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Targets in the form the loss wants, checked against what the graph predicts."""
+        ds = self.data
+        out_id = self.model.output_ids[0]
+        pred = self.info.nodes[out_id].in_shapes.get("in")
+        losses = self.loss_fn.names
+        classify = ds.task == "classification"
+        y_train, y_val = ds.y_train, ds.y_val
+        where = f"node {out_id}"
+        if any(name in ("CrossEntropyLoss", "NLLLoss") for name in losses):
+            if not classify:
+                raise TrainerError(f"{where}: {losses[0]} needs class labels, but dataset {ds.name} is a "
+                                   f"{ds.task} task; use MSELoss")
+            if pred is not None and len(pred) == 2 and ds.num_classes and pred[1] < ds.num_classes:
+                raise TrainerError(f"{where}: the prediction has {pred[1]} class scores (N, {pred[1]}), but "
+                                   f"dataset {ds.name} has {ds.num_classes} classes; set the last layer's "
+                                   f"out_features to {ds.num_classes}")
+            return y_train.astype(np.int64), y_val.astype(np.int64), True
+        if any(name in _FLOAT_TARGET_LOSSES for name in losses):
+            if classify:  # class ids -> one-hot (or a 0/1 column for a single output)
+                width = pred[-1] if pred else None
+                if width == ds.num_classes and width and width > 1:
+                    eye = np.eye(width, dtype=np.float32)
+                    return eye[y_train], eye[y_val], True
+                if width == 1 and ds.num_classes == 2:
+                    return (y_train.astype(np.float32)[:, None], y_val.astype(np.float32)[:, None], True)
+                raise TrainerError(f"{where}: {losses[0]} compares the prediction {_shape_text(pred)} with "
+                                   f"targets, but dataset {ds.name} gives {ds.num_classes} class labels; "
+                                   f"predict {ds.num_classes} values or use CrossEntropyLoss")
+            target = (None, *ds.target_shape)
+            if pred is not None and tuple(pred[1:]) != tuple(ds.target_shape):
+                raise TrainerError(f"{where}: the prediction is {_shape_text(pred)} but dataset {ds.name} "
+                                   f"gives targets {_shape_text(target)}; make them match")
+        return y_train.astype(np.float32), y_val.astype(np.float32), False
+
+    def _build_optimizer(self):
+        opt = self.training["optimizer"]
+        kind = opt["type"]
+        kwargs = {k: opt[k] for k in _OPTIMIZER_OPTIONS[kind] if k in opt}
+        if "betas" in kwargs:
+            kwargs["betas"] = tuple(kwargs["betas"])
+        if kind == "SGD" and kwargs.get("nesterov") and not kwargs.get("momentum"):
+            kwargs["nesterov"] = False
+        return getattr(engine.optim, kind)(self.model.parameters(), **kwargs)
+
+    def _build_scheduler(self):
+        sched = self.training["lr_schedule"]
+        kind = sched["type"]
+        options = dict(sched.get("options") or {})
+        if kind == "constant":
+            return None, False
+        lr_sched = engine.optim.lr_scheduler
+        if kind == "OneCycleLR":
+            options.setdefault("max_lr", self.training["optimizer"]["lr"])
+            options.setdefault("total_steps", self.epochs * math.ceil(self.steps_per_epoch / self.accumulate))
+        elif kind == "CosineAnnealingLR":
+            options.setdefault("T_max", self.epochs)
+        elif kind == "StepLR":
+            options.setdefault("step_size", max(1, self.epochs // 3))
+        elif kind == "MultiStepLR":
+            options.setdefault("milestones", [self.epochs // 2, 3 * self.epochs // 4])
+        elif kind == "ExponentialLR":
+            options.setdefault("gamma", 0.95)
+        try:
+            return getattr(lr_sched, kind)(self.optimizer, **options), kind in _PER_BATCH_SCHEDULES
+        except (TypeError, ValueError) as exc:
+            raise TrainerError(f"training: lr_schedule {kind} with options {options}: {exc}") from None
+
+    # ------------------------------------------------------------------ control (any thread)
+    @property
+    def state(self) -> str:
+        with self._lock:
+            return self._state
+
+    def pause(self) -> None:
+        """Pause at the next batch boundary."""
+        self._commands.put(("pause",))
+
+    def resume(self) -> None:
+        self._commands.put(("resume",))
+
+    def stop(self) -> None:
+        """Stop at the next batch boundary (also when paused); the run then saves last.ckpt."""
+        self._stop.set()
+        self._commands.put(("stop",))
+
+    def step_once(self) -> None:
+        """When paused: run exactly one batch, then pause again. When running: pause after one batch."""
+        self._commands.put(("step",))
+
+    def set_lr(self, lr: float) -> None:
+        """Change the learning rate of every parameter group from the next step on (logged)."""
+        self.set_optimizer_option("lr", lr)
+
+    def set_optimizer_option(self, name: str, value: Any) -> None:
+        """Change an optimiser option (lr, momentum, weight_decay, betas, eps) from the next step on."""
+        kind = self.training["optimizer"]["type"]
+        allowed = _OPTIMIZER_OPTIONS[kind]
+        if name not in allowed:
+            raise ValueError(f"{kind} has no option '{name}' (options: {', '.join(allowed)})")
+        if name == "betas":
+            value = tuple(float(v) for v in value)
+        elif name == "nesterov":
+            value = bool(value)
+        else:
+            value = float(value)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        self._commands.put(("option", name, value))
+
+    # ------------------------------------------------------------------ emit
+    def _emit(self, method: str, record: Any) -> None:
+        for cb in self.callbacks:
+            fn = getattr(cb, method, None)
+            if fn is not None:
+                fn(record)
+
+    def _set_state(self, state: str) -> None:
+        with self._lock:
+            if self._state == state:
+                return
+            self._state = state
+        self._emit("on_state", state)
+
+    def _event(self, event: str, **detail: Any) -> None:
+        self._emit("on_event", ControlEvent(event, detail, self.epoch, self.step))
+
+    def _finding(self, finding: Finding) -> None:
+        self._emit("on_finding", finding)
+
+    # ------------------------------------------------------------------ command handling
+    def _apply(self, cmd: tuple) -> None:
+        kind = cmd[0]
+        if kind == "pause" and not self._paused:
+            self._paused = True
+            self._event("paused")
+        elif kind == "resume" and self._paused:
+            self._paused = False
+            self._step_budget = 0
+            self._event("resumed")
+        elif kind == "step":
+            if self._paused:
+                self._step_budget += 1
+            else:
+                self._paused = True
+                self._step_budget = 1
+                self._event("paused")
+        elif kind == "option":
+            _, name, value = cmd
+            old = self.optimizer.param_groups[0].get(name)
+            for group in self.optimizer.param_groups:
+                group[name] = value
+            if name == "lr" and self.scheduler is not None and hasattr(self.scheduler, "base_lrs"):
+                # keep the schedule's shape, rescaled to the new lr
+                factor = value / old if old else 1.0
+                self.scheduler.base_lrs = [b * factor for b in self.scheduler.base_lrs]
+            event = "lr_changed" if name == "lr" else "option_changed"
+            self._event(event, name=name, old=_jsonable(old), new=_jsonable(value))
+
+    def _checkpoint_gate(self) -> bool:
+        """At a batch boundary: apply commands; block while paused. False means stop now."""
+        while True:
+            try:
+                cmd = self._commands.get_nowait() if not self._paused or self._step_budget else None
+            except queue.Empty:
+                cmd = None
+            if cmd is None and self._paused and not self._step_budget and not self._stop.is_set():
+                self._set_state("paused")
+                cmd = self._commands.get()
+            if cmd is not None:
+                self._apply(cmd)
+                continue
+            if self._stop.is_set():
+                return False
+            if self._paused:
+                if self._step_budget:
+                    self._step_budget -= 1
+                    self._set_state("running")
+                    self._event("stepped", batch=self.batch)
+                    return True
+                continue
+            self._set_state("running")
+            return True
+
+    # ------------------------------------------------------------------ data
+    def _order(self, epoch: int) -> np.ndarray:
+        """The shuffle of an epoch depends on (seed, epoch) only, so a resumed run sees the same batches."""
+        return np.random.default_rng([self.seed, epoch]).permutation(len(self.data.x_train))
+
+    def _tensor(self, a: np.ndarray, dtype=None) -> Any:
+        t = engine.from_numpy(np.ascontiguousarray(a if dtype is None else a.astype(dtype)))
+        return t if self.device.type == "cpu" else t.to(self.device)
+
+    def _batches(self, epoch: int, start: int) -> Iterator[tuple[int, Any, Any, np.ndarray]]:
+        order = self._order(epoch)
+        for b in range(start, self.steps_per_epoch):
+            idx = order[b * self.batch_size:(b + 1) * self.batch_size]
+            x = self._tensor(self.data.x_train[idx], self._input_dtype)
+            yield b, x, self._tensor(self.y_train[idx]), idx
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> RunSummary:
+        """Train until the epochs are done, early stopping triggers or `stop()` is called."""
+        with self._blas_limit():
+            return self._run()
+
+    @contextlib.contextmanager
+    def _blas_limit(self):
+        if self.blas_threads is None:
+            yield
+            return
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=self.blas_threads, user_api="blas"):
+            yield
+
+    def run_info(self) -> RunInfo:
+        ds = self.data
+        return RunInfo(
+            str(self.run_dir) if self.run_dir else None, self.seed, str(self.device), ckpt.library_versions(),
+            ckpt.determinism(self.device, self.blas_threads),
+            {"name": ds.name, "task": ds.task, "train": len(ds.x_train), "val": len(ds.x_val),
+             "input_shape": list(ds.input_shape), "num_classes": ds.num_classes},
+            sum(p.numel() for p in self.model.parameters()), self.epochs, self.epoch, self.resumed_from)
+
+    def _run(self) -> RunSummary:
+        started = time.perf_counter()
+        self._set_state("running")
+        self._emit("on_run_start", self.run_info())
+        status, error = "finished", None
+        try:
+            while self.epoch < self.epochs:
+                result = self._train_epoch()
+                if result == "failed_nonfinite":
+                    status, error = "failed", "the loss or the gradients became NaN/Inf (see the finding)"
+                    break
+                if result != "done":
+                    status = result
+                    break
+                if self._end_epoch():
+                    status = "early_stopped"
+                    self._event("early_stop", patience=self.patience, best_val_loss=self.best_val_loss)
+                    break
+        except Exception as exc:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            self._set_state("failed")
+            self._emit("on_run_end", self._summary(status, started, error))
+            raise
+        if self.run_dir is not None and status != "failed":
+            self.save_checkpoint(self.run_dir / "last.ckpt")
+        summary = self._summary(status, started, error)
+        self._set_state(status)
+        self._emit("on_run_end", summary)
+        return summary
+
+    def _summary(self, status: str, started: float, error: str | None) -> RunSummary:
+        last = self.history[-1] if self.history else None
+        return RunSummary(status, len(self.history), last.train_loss if last else None,
+                          last.val_loss if last else None, last.val_accuracy if last else None,
+                          time.perf_counter() - started, self.best_val_loss, error)
+
+    def _train_epoch(self) -> str:
+        """One epoch from the cursor on. Returns "done", "stopped" or "paused_nonfinite"."""
+        self.model.train()
+        epoch_start = time.perf_counter()
+        acc = self.accumulate
+        pending = 0
+        last_time = time.perf_counter()
+        for b, x, y, idx in self._batches(self.epoch, self.batch):
+            if pending == 0 and not self._checkpoint_gate():
+                self._partial["seconds"] += time.perf_counter() - epoch_start
+                self._event("stopped")
+                return "stopped"
+            self.batch = b
+            with self._autocast():
+                pred = self.model(x)
+                loss = self.loss_fn(pred, y)
+            loss_value = float(loss.item())
+            n = len(idx)
+            if not math.isfinite(loss_value):
+                self._emit("on_batch_end", BatchMetrics(self.epoch, b, self.step, loss_value, self._lr(), 0.0,
+                                                        stepped=False))
+                if self._nonfinite(x, y, loss_value):
+                    self._partial["seconds"] += time.perf_counter() - epoch_start
+                    return "failed_nonfinite"
+                pending = 0
+                continue
+            scaled = loss / acc if acc > 1 else loss
+            if self.scaler is not None:
+                scaled = self.scaler.scale(scaled)
+            scaled.backward()
+            pending += 1
+            self._partial["loss_sum"] += loss_value * n
+            self._partial["seen"] += n
+            correct = self._correct(pred, idx, train=True)
+            if correct is not None:
+                self._partial["correct"] += correct
+            metrics = None
+            if pending == acc or b == self.steps_per_epoch - 1:
+                metrics = self._optimizer_step(loss_value, b)
+                pending = 0
+            now = time.perf_counter()
+            if metrics is None:
+                metrics = BatchMetrics(self.epoch, b, self.step, loss_value, self._lr(), 0.0, stepped=False)
+            metrics.samples_per_second = n / max(now - last_time, 1e-9)
+            metrics.accuracy = correct / n if correct is not None else None
+            last_time = now
+            self.batch = b + 1
+            self._emit("on_batch_end", metrics)
+            if metrics.grad_norm is not None and not math.isfinite(metrics.grad_norm) and self.scaler is None:
+                if self._nonfinite(x, y, loss_value):  # the step was skipped: the weights are intact
+                    self._partial["seconds"] += time.perf_counter() - epoch_start
+                    return "failed_nonfinite"
+            elif self.doctor is not None and metrics.stepped:
+                for f in self.doctor.check_batch(metrics):
+                    self._finding(f)
+        self._partial["seconds"] += time.perf_counter() - epoch_start
+        return "done"
+
+    def _autocast(self):
+        if not self.amp:
+            return contextlib.nullcontext()
+        return engine.amp.autocast(device_type=self.device.type)
+
+    def _lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def _correct(self, pred: Any, idx: np.ndarray, train: bool) -> int | None:
+        if not self.classify:
+            return None
+        labels = (self.data.y_train if train else self.data.y_val)[idx]
+        if isinstance(pred, tuple):
+            pred = pred[0]
+        p = _np(pred)
+        guess = (p[:, 0] > (0.5 if "BCELoss" in self.loss_fn.names else 0.0)).astype(np.int64) \
+            if p.ndim == 2 and p.shape[1] == 1 else p.argmax(axis=1)
+        return int((guess == labels).sum())
+
+    def _optimizer_step(self, loss_value: float, b: int) -> BatchMetrics:
+        detail = self.step % self.detail_every == 0
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        layer_sq = {nid: sum(_sq_norm(p.grad) for _, p in ps if p.grad is not None)
+                    for nid, ps in self.node_params.items()}
+        total = math.sqrt(sum(layer_sq.values())) if layer_sq else 0.0
+        factor = 1.0
+        if self.grad_clip is not None:
+            engine.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+            if math.isfinite(total):
+                factor = min(1.0, self.grad_clip / (total + 1e-6))
+        layer_norms = {k: math.sqrt(v) for k, v in layer_sq.items()}
+        if not math.isfinite(total) and self.scaler is None:
+            self.optimizer.zero_grad(set_to_none=True)  # never step with NaN/Inf gradients
+            return BatchMetrics(self.epoch, b, self.step, loss_value, self._lr(), 0.0, None, False, total,
+                                None, layer_norms)
+        before = None
+        if detail:
+            before = {nid: [p._arr.copy() for _, p in ps] for nid, ps in self.node_params.items()}
+        lr = self._lr()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        if self.scheduler is not None and self.schedule_per_batch:
+            self.scheduler.step()
+        ratios: dict[str, float] = {}
+        if before is not None:
+            for nid, ps in self.node_params.items():
+                delta = sum(float(((p._arr - old) ** 2).sum()) for (_, p), old in zip(ps, before[nid]))
+                weight = sum(float((old.astype(np.float64) ** 2).sum()) for old in before[nid])
+                ratios[nid] = math.sqrt(delta) / math.sqrt(weight) if weight > 0 else math.inf
+        return BatchMetrics(
+            self.epoch, b, self.step, loss_value, lr, 0.0, None, True, total, total * factor,
+            layer_norms if detail else {}, {k: v * factor for k, v in layer_norms.items()} if detail else {},
+            ratios)
+
+    def _nonfinite(self, x: Any, y: Any, loss_value: float) -> bool:
+        """Name the layer that made NaN/Inf, then pause (GUI) or end the run (CLI). True = end."""
+        self.optimizer.zero_grad(set_to_none=True)
+        where = locate_nonfinite(self.model, self.loss_fn, x, y)
+        self._finding(nonfinite_finding(where, loss_value, self._lr(), self.epoch, self.step))
+        if self.on_nonfinite == "stop":
+            return True
+        if not self._paused:
+            self._paused = True
+            self._event("paused", reason="nonfinite")
+        return False
+
+    # ------------------------------------------------------------------ epoch end
+    def _end_epoch(self) -> bool:
+        """Validation, statistics, schedule, checkpoints, doctor. True means stop early."""
+        t0 = time.perf_counter()
+        val_loss, val_acc = self.evaluate()
+        seen = max(self._partial["seen"], 1)
+        train_loss = self._partial["loss_sum"] / seen
+        train_acc = self._partial["correct"] / seen if self.classify else None
+        stats = self.epoch % self.stats_every == self.stats_every - 1 or self.epoch == self.epochs - 1
+        metrics = EpochMetrics(self.epoch, train_loss, val_loss, train_acc, val_acc, self._lr(), 0.0,
+                               self.step)
+        if stats:
+            self._epoch_stats(metrics)
+        improved = val_loss is not None and math.isfinite(val_loss) and (
+            self.best_val_loss is None or val_loss < self.best_val_loss)
+        if improved:
+            self.best_val_loss = val_loss
+            self.bad_epochs = 0
+            metrics.best = True
+        else:
+            self.bad_epochs += 1
+        if self.scheduler is not None and not self.schedule_per_batch:
+            if type(self.scheduler).__name__ == "ReduceLROnPlateau":
+                self.scheduler.step(val_loss if val_loss is not None else train_loss)
+            else:
+                self.scheduler.step()
+        metrics.seconds = self._partial["seconds"] + time.perf_counter() - t0
+        self.history.append(metrics)
+        self.epoch += 1
+        self.batch = 0
+        self._partial = {"loss_sum": 0.0, "correct": 0, "seen": 0, "seconds": 0.0}
+        self._emit("on_epoch_end", metrics)
+        if self.run_dir is not None:
+            if improved:
+                self.save_checkpoint(self.run_dir / "best.ckpt")
+            if self.checkpoint_every and self.epoch % self.checkpoint_every == 0:
+                self.save_checkpoint(self.run_dir / "checkpoints" / f"epoch_{self.epoch:04d}.ckpt")
+        if self.doctor is not None:
+            for f in self.doctor.check_epoch(metrics):
+                self._finding(f)
+        return self.patience is not None and self.bad_epochs >= self.patience
+
+    def evaluate(self) -> tuple[float | None, float | None]:
+        """Validation loss and accuracy (None without a validation set); eval mode, no_grad."""
+        n = len(self.data.x_val)
+        if n == 0:
+            return None, None
+        was_training = self.model.training
+        self.model.eval()
+        total, correct = 0.0, 0
+        step = max(self.batch_size, 512)
+        with engine.no_grad():
+            for start in range(0, n, step):
+                idx = np.arange(start, min(start + step, n))
+                x = self._tensor(self.data.x_val[idx], self._input_dtype)
+                y = self._tensor(self.y_val[idx])
+                with self._autocast():
+                    pred = self.model(x)
+                    loss = self.loss_fn(pred, y)
+                total += float(loss.item()) * len(idx)
+                c = self._correct(pred, idx, train=False)
+                correct += c or 0
+        self.model.train(was_training)
+        return total / n, (correct / n if self.classify else None)
+
+    def _epoch_stats(self, m: EpochMetrics) -> None:
+        for nid, ps in self.node_params.items():
+            w = np.concatenate([_np(p).ravel() for _, p in ps])
+            m.weight_stats[nid] = _stats(w)
+            if self.histograms:
+                m.histograms.setdefault(nid, {})["weights"] = _histogram(w)
+        for nid, a in self.activations(self._probe_x).items():
+            s = _stats(a)
+            flat = a.reshape(a.shape[0], -1) if a.ndim > 1 else a[:, None]
+            s["zero_fraction"] = float((flat == 0).mean())
+            s["dead_fraction"] = float((flat == 0).all(axis=0).mean())
+            m.activation_stats[nid] = s
+            if self.histograms:
+                m.histograms.setdefault(nid, {})["activations"] = _histogram(a)
+
+    def activations(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Every node's output on `x` (eval mode, no_grad), keyed by node id."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with engine.no_grad():
+                captured = self.model.capture(self._tensor(x, self._input_dtype))
+        finally:
+            self.model.train(was_training)
+        return {nid: _np(v) for nid, v in captured.items() if hasattr(v, "detach")}
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, path: str | Path) -> Path:
+        path = Path(path)
+        ckpt.save_checkpoint(self, path)
+        self._event("checkpoint", path=str(path))
+        return path
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Continue from a checkpoint: weights, optimiser, schedule, scaler, RNG and cursor."""
+        ckpt.load_checkpoint(self, Path(path))
+        self.resumed_from = str(path)
+
+
+def _shape_text(shape: Sequence[int | None] | None) -> str:
+    if shape is None:
+        return "?"
+    return "(" + ", ".join("N" if d is None else str(d) for d in shape) + ")"
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
