@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from . import _cuda_step
 from .optimizer import Optimizer, _state_tensor
 
 
@@ -79,6 +80,9 @@ class Adam(Optimizer):
         maximize, decoupled = group["maximize"], group["decoupled_weight_decay"]
         for p in group["params"]:
             if p._grad is None:
+                continue
+            if p.is_cuda:  # one fused kernel per parameter (kernels/optim.cu)
+                _cuda_step.adam(p, self.state[p], group)
                 continue
             P = p._arr
             g = p._grad._arr

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..tensor import _wrap_array
+from . import _cuda_step
 from .adam import addcmul_sq_, lerp_
 from .optimizer import Optimizer, _state_tensor
 
@@ -71,6 +72,9 @@ class RMSprop(Optimizer):
         mom, centered = group["momentum"], group["centered"]
         for p in group["params"]:
             if p._grad is None:
+                continue
+            if p.is_cuda:  # one fused kernel per parameter (kernels/optim.cu)
+                _cuda_step.rmsprop(p, self.state[p], group)
                 continue
             st = self.state[p]
             if not st:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..tensor import _wrap_array
+from . import _cuda_step
 from .optimizer import Optimizer, required
 
 
@@ -54,6 +55,9 @@ class SGD(Optimizer):
         nesterov, maximize = group["nesterov"], group["maximize"]
         for p in group["params"]:
             if p._grad is None:
+                continue
+            if p.is_cuda:  # one fused kernel per parameter (kernels/optim.cu)
+                _cuda_step.sgd(p, self.state[p], group)
                 continue
             P = p._arr
             g = p._grad._arr

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import engine
+import engine.optim
 from engine.backend import cuda_kernels as K
 from engine.backend import cupy_backend, nvrtc
 from engine.backend.kernel_emulator import emulated_module
@@ -574,3 +575,30 @@ def test_cuda_generator_words_are_the_philox_stream_dropout_uses(gen):
     words = K.philox_uint32(8 * 4, seed, offset, np).reshape(-1, 4)[:, 0]
     expected = ref.dropout_uniform(8, seed, offset)
     np.testing.assert_array_equal((words >> 8).astype(np.float32) / np.float32(16777216.0), expected)
+
+
+OPTIMISERS = {
+    "SGD nesterov": (engine.optim.SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}),
+    "SGD plain maximize": (engine.optim.SGD, {"lr": 0.1, "maximize": True}),
+    "Adam amsgrad": (engine.optim.Adam, {"lr": 0.01, "amsgrad": True, "weight_decay": 0.1}),
+    "AdamW": (engine.optim.AdamW, {"lr": 0.01, "weight_decay": 0.1}),
+    "RMSprop centered momentum": (engine.optim.RMSprop, {"lr": 0.01, "momentum": 0.5, "centered": True}),
+}
+
+
+@pytest.mark.parametrize("name", OPTIMISERS)
+def test_optimisers_step_a_gpu_parameter_with_the_fused_kernel_like_the_cpu_path(launched, name):
+    cls, kwargs = OPTIMISERS[name]
+    rng = np.random.default_rng(10)
+    p0, grads = _rand(rng, 6, 5), [_rand(rng, 6, 5) for _ in range(3)]
+    cpu = engine.tensor(p0, requires_grad=True)
+    gpu = _on_fake_gpu(engine.tensor(p0)).requires_grad_(True)
+    opt_cpu, opt_gpu = cls([cpu], **kwargs), cls([gpu], **kwargs)
+    for g in grads:
+        cpu.grad = engine.tensor(g)
+        gpu._grad = _on_fake_gpu(engine.tensor(g))
+        opt_cpu.step()
+        opt_gpu.step()
+    assert launched, "the GPU parameter must be updated by a kernel"
+    np.testing.assert_allclose(gpu.detach().numpy(force=True), cpu.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert opt_gpu.state[gpu].keys() == opt_cpu.state[cpu].keys()  # same state_dict layout on both devices
