@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..amp import _state as _amp_state
+from ..amp import autocast_cast
 from ..autograd.function import Function
 from ..tensor import Tensor
 
@@ -24,7 +26,11 @@ class Matmul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.matmul(a._arr, b._arr)
+        A, B = a._arr, b._arr
+        if A.dtype == np.float16 and A.__class__ is np.ndarray:
+            # NumPy has no half-precision BLAS: accumulate in float32 like PyTorch's CPU kernel, round once.
+            return np.matmul(A.astype(np.float32), B.astype(np.float32)).astype(np.float16)
+        return np.matmul(A, B)
 
     @staticmethod
     def backward(ctx, g):
@@ -41,6 +47,8 @@ class Matmul(Function):
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     if not isinstance(other, Tensor) or not isinstance(input, Tensor):
         raise TypeError(f"matmul(): argument 'other' must be Tensor, not {type(other).__name__}")
+    if _amp_state.any:  # autocast: run in half precision
+        input, other = autocast_cast(input, other)
     _check_same(input, other, "matmul")
     da, db = input.ndim, other.ndim
     if da == 0 or db == 0:
