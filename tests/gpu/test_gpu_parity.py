@@ -1,0 +1,217 @@
+"""On a real GPU: ops, layers, optimisers and every kernel launcher on `cuda` give the CPU backend's results.
+
+Skipped (whole module) only when engine.cuda.is_available() is false; run with `pytest -m gpu`."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import engine
+
+if not engine.cuda.is_available():
+    pytest.skip("needs a CUDA device (engine.cuda.is_available() is false)", allow_module_level=True)
+
+import cupy  # noqa: E402
+
+import engine.nn as nn  # noqa: E402
+import engine.nn.functional as F  # noqa: E402
+import engine.optim  # noqa: E402
+from engine.backend import cuda_kernels as K  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+def _arr(*shape, seed=0, dtype=np.float32):
+    return np.random.default_rng(seed).uniform(-2, 2, shape).astype(dtype)
+
+
+def _both(fn, *arrays, grad=True, tol=1e-4):
+    """fn on CPU leaves and on CUDA leaves made from `arrays`; outputs and input gradients must agree."""
+    cpu = [engine.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    gpu = [engine.tensor(a, device="cuda", requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    yc, yg = fn(*cpu), fn(*gpu)
+    assert yg.is_cuda and yg.dtype == yc.dtype and yg.shape == yc.shape
+    np.testing.assert_allclose(yg.cpu().detach().numpy(), yc.detach().numpy(), rtol=tol, atol=tol)
+    if grad and yc.requires_grad:
+        g = _arr(*yc.shape, seed=99).astype(yc.dtype.np)
+        yc.backward(engine.tensor(g))
+        yg.backward(engine.tensor(g, device="cuda"))
+        for c, d in zip(cpu, gpu):
+            if c.grad is not None:
+                assert d.grad.is_cuda
+                np.testing.assert_allclose(d.grad.cpu().numpy(), c.grad.numpy(), rtol=tol, atol=tol)
+
+
+OPS = {
+    "add broadcast": (lambda a, b: a + b[0], (3, 4), (2, 4)),
+    "mul": (lambda a, b: a * b, (3, 4), (3, 4)),
+    "div": (lambda a, b: a / (b.abs() + 1), (3, 4), (3, 4)),
+    "pow": (lambda a, b: a.abs() ** 1.5 + b, (3, 4), (3, 4)),
+    "matmul": (lambda a, b: a @ b.T, (3, 4), (5, 4)),
+    "bmm": (lambda a, b: a.reshape(2, 3, 2) @ b.reshape(2, 2, 2), (3, 4), (2, 4)),
+    "exp log": (lambda a, b: (a.exp() + b.abs().log1p()).tanh(), (3, 4), (3, 4)),
+    "sum mean dims": (lambda a, b: a.sum(1) + b.mean(0)[:3], (3, 4), (2, 4)),
+    "max along dim": (lambda a, b: a.max(dim=1).values * b.amax(), (3, 4), (2, 4)),
+    "var std": (lambda a, b: a.var(1) + b.std(), (3, 4), (2, 4)),
+    "transpose view": (lambda a, b: (a.T[1:, ::2] * 2).sum(0) + b[0, :2], (3, 4), (2, 4)),
+    "expand contiguous": (lambda a, b: a[:, :1].expand(3, 4).contiguous() * b[0], (3, 4), (2, 4)),
+    "cat stack": (lambda a, b: engine.cat([a, b]).sum(1) + engine.stack([a[0], b[0]]).sum(), (3, 4), (2, 4)),
+    "index gather": (lambda a, b: a[engine.tensor([2, 0], device=a.device)] * b, (3, 4), (2, 4)),
+    "where clamp": (lambda a, b: engine.where(a > 0, a, b[0]).clamp(-1, 1), (3, 4), (2, 4)),
+    "softmax": (lambda a, b: F.softmax(a, dim=1) * F.log_softmax(b, dim=0)[0], (3, 4), (2, 4)),
+    "cumsum sort": (lambda a, b: a.cumsum(1) + b.sort(dim=0).values[0], (3, 4), (2, 4)),
+}
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_op_on_cuda_matches_the_cpu_backend_forward_and_backward(name):
+    fn, sa, sb = OPS[name]
+    _both(fn, _arr(*sa, seed=1), _arr(*sb, seed=2))
+
+
+LAYERS = {
+    "Linear+ReLU": (lambda: nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)), (4, 6)),
+    "GELU SiLU Tanh Sigmoid": (lambda: nn.Sequential(nn.Linear(6, 6), nn.GELU(), nn.SiLU(), nn.Tanh(),
+                                                     nn.Sigmoid()), (4, 6)),
+    "Conv2d": (lambda: nn.Conv2d(3, 4, 3, stride=2, padding=1), (2, 3, 9, 8)),
+    "MaxPool2d": (lambda: nn.MaxPool2d(3, 2, padding=1, ceil_mode=True), (2, 3, 9, 8)),
+    "AvgPool2d": (lambda: nn.AvgPool2d(2), (2, 3, 8, 8)),
+    "BatchNorm2d": (lambda: nn.BatchNorm2d(3), (4, 3, 5, 5)),
+    "LayerNorm": (lambda: nn.LayerNorm(6), (4, 6)),
+    "Dropout eval": (lambda: nn.Dropout(0.5).eval(), (4, 6)),
+}
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_layer_moved_to_cuda_matches_the_cpu_layer_outputs_and_gradients(name):
+    make, shape = LAYERS[name]
+    engine.manual_seed(0)
+    cpu = make()
+    engine.manual_seed(0)
+    gpu = make().to("cuda")
+    assert all(p.is_cuda for p in gpu.parameters())
+    x = _arr(*shape, seed=3)
+    xc, xg = engine.tensor(x, requires_grad=True), engine.tensor(x, requires_grad=True).cuda()
+    yc, yg = cpu(xc), gpu(xg)
+    np.testing.assert_allclose(yg.detach().cpu().numpy(), yc.detach().numpy(), rtol=1e-4, atol=1e-4)
+    yc.square().sum().backward()
+    yg.square().sum().backward()
+    for pc, pg in zip(cpu.parameters(), gpu.parameters()):
+        np.testing.assert_allclose(pg.grad.cpu().numpy(), pc.grad.numpy(), rtol=1e-4, atol=1e-4)
+    for bc, bg in zip(cpu.buffers(), gpu.buffers()):
+        np.testing.assert_allclose(bg.cpu().numpy(), bc.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("opt", ["SGD", "Adam", "AdamW", "RMSprop"])
+def test_a_training_step_on_cuda_matches_the_cpu_step(opt):
+    kwargs = {"lr": 0.05, "momentum": 0.9} if opt in ("SGD", "RMSprop") else {"lr": 0.01}
+    x, y = _arr(8, 6, seed=4), np.arange(8) % 3
+    models = []
+    for device in ("cpu", "cuda"):
+        engine.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)).to(device)
+        o = getattr(engine.optim, opt)(model.parameters(), **kwargs)
+        for _ in range(3):
+            o.zero_grad()
+            loss = F.cross_entropy(model(engine.tensor(x, device=device)), engine.tensor(y, device=device))
+            loss.backward()
+            o.step()
+        models.append(model)
+    for pc, pg in zip(models[0].parameters(), models[1].parameters()):
+        np.testing.assert_allclose(pg.detach().cpu().numpy(), pc.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_mixing_a_cuda_and_a_cpu_tensor_raises_torchs_error():
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*cuda:0.*cpu"):
+        engine.ones(3, device="cuda") + engine.ones(3)
+
+
+def test_transfers_pinned_memory_and_non_blocking_copies_round_trip():
+    x = engine.arange(12.0).reshape(3, 4)
+    pinned = x.pin_memory()
+    assert pinned.is_pinned() and not x.is_pinned()
+    g = pinned.to("cuda", non_blocking=True)
+    back = g.to("cpu", non_blocking=True)
+    engine.cuda.synchronize()
+    np.testing.assert_array_equal(back.numpy(), x.numpy())
+    assert g.device == engine.device("cuda:0") and g.T.is_cuda
+
+
+def test_cuda_random_draws_are_reproducible_and_memory_is_accounted():
+    engine.manual_seed(3)
+    a = engine.randn(1000, device="cuda")
+    engine.manual_seed(3)
+    b = engine.randn(1000, device="cuda")
+    np.testing.assert_array_equal(a.cpu().numpy(), b.cpu().numpy())
+    assert abs(float(a.mean())) < 0.15 and engine.cuda.memory_allocated() > 0
+    assert engine.cuda.max_memory_allocated() >= engine.cuda.memory_allocated()
+    assert engine.cuda.get_device_name() and engine.cuda.device_count() >= 1
+
+
+# ----------------------------------------------------------------------------- launchers vs the emulator
+@pytest.fixture
+def emulated():
+    from engine.backend.kernel_emulator import emulated_module
+
+    class Module:
+        def __init__(self, filename):
+            self.m = emulated_module(filename)
+
+        def get_function(self, name):
+            return lambda grid, block, args: self.m.launch(name, grid, block, args)
+
+    def run(fn, *args, **kwargs):
+        K.use_module_loader(Module)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            K.use_module_loader(None)
+
+    return run
+
+
+def _host(r):
+    return tuple(_host(v) for v in r) if isinstance(r, tuple) else cupy.asnumpy(r)
+
+
+LAUNCHES = {
+    "gelu": (lambda x: K.activation_forward("gelu", x), [(5, 7)]),
+    "silu backward": (lambda dy, x: K.activation_backward("silu", dy, x), [(5, 7), (5, 7)]),
+    "softmax dim 0": (lambda x: K.softmax(x, dim=0), [(5, 7)]),
+    "log_softmax backward": (lambda dy, y: K.softmax_backward(dy, y, log=True), [(5, 7), (5, 7)]),
+    "im2col": (lambda x: K.im2col(x, 3, 2, 1), [(2, 3, 7, 6)]),
+    "col2im": (lambda c: K.col2im(c, (2, 3, 7, 6), 3, 2, 1), [(2, 27, 12)]),
+    "max_pool2d": (lambda x: K.max_pool2d(x, 3, 2, 1, 1, True), [(2, 3, 7, 6)]),
+    "avg_pool2d": (lambda x: K.avg_pool2d(x, 2, 2, 1, False, False), [(2, 3, 7, 6)]),
+    "layer_norm": (lambda x: K.layer_norm_forward(x, (6,)), [(4, 6)]),
+}
+
+
+@pytest.mark.parametrize("name", LAUNCHES)
+def test_kernel_launcher_on_the_gpu_matches_the_cpu_emulator(name, emulated):
+    fn, shapes = LAUNCHES[name]
+    host = [_arr(*s, seed=i) for i, s in enumerate(shapes)]
+    on_gpu = _host(fn(*[cupy.asarray(a) for a in host]))
+    on_cpu = emulated(fn, *host)
+    for g, c in zip(on_gpu if isinstance(on_gpu, tuple) else (on_gpu,), on_cpu if isinstance(on_cpu, tuple)
+                    else (on_cpu,)):
+        np.testing.assert_allclose(g, c, rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_mask_on_the_gpu_equals_the_emulator_mask_bit_for_bit(emulated):
+    x = _arr(33, 17)
+    _, mask_gpu = K.dropout(cupy.asarray(x), 0.4, seed=77, offset=3)
+    _, mask_cpu = emulated(K.dropout, x, 0.4, seed=77, offset=3)
+    np.testing.assert_array_equal(cupy.asnumpy(mask_gpu), mask_cpu)
+
+
+def test_fused_optimiser_kernels_on_the_gpu_match_the_emulator(emulated):
+    p0, g = _arr(101), _arr(101, seed=1)
+    results = []
+    for run in (lambda f, *a, **k: f(*a, **k), emulated):
+        xp = cupy if run is not emulated else np
+        p, m, v = xp.asarray(p0.copy()), xp.zeros(101, np.float32), xp.zeros(101, np.float32)
+        run(K.adam_step, p, xp.asarray(g), m, v, None, step=1, lr=0.01, weight_decay=0.1,
+            decoupled_weight_decay=True)
+        results.append(cupy.asnumpy(p) if xp is cupy else p)
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-7)
