@@ -268,10 +268,10 @@ class RNNCellBase(Module):
                       for _ in range(n_states)]
         else:
             states = list(hx) if n_states == 2 else [hx]
+            want = 2 if batched else 1
             for k, s in enumerate(states):
-                if s.dim() != (2 if batched else 1):
-                    raise RuntimeError(f"{name}: Expected hidden to be {2 if batched else 1}D, got {s.dim()}D "
-                                       "instead")
+                if s.dim() != want:
+                    raise RuntimeError(f"{name}: Expected hidden to be {want}D, got {s.dim()}D instead")
                 if not batched:
                     s = states[k] = s.unsqueeze(0)
                 if tuple(s.shape) != (B, self.hidden_size):
