@@ -1,0 +1,9 @@
+"""engine.nn: Module, Parameter, layers, losses, functional, init and utils (PyTorch's torch.nn API)."""
+
+from . import functional, init, utils  # noqa: F401
+from .modules import *  # noqa: F401,F403
+from .modules import __all__ as _modules_all
+from .modules.module import Module  # noqa: F401
+from .parameter import Parameter  # noqa: F401
+
+__all__ = ["Module", "Parameter", "functional", "init", "utils"] + list(_modules_all)

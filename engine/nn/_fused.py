@@ -1,0 +1,452 @@
+"""Fused Functions on the training hot path: linear, ReLU, cross-entropy, normalisation, dropout, activations.
+
+Each forward is NumPy on the backend arrays. Each backward has a NumPy fast path for ordinary backward and
+a Tensor-op path taken under create_graph (grad mode is on inside backward only then), so double backward
+works and both paths compute the same formula."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..autograd.function import Function
+from ..autograd.grad_mode import state
+from ..ops.elementwise import _erf_np, _sigmoid_np
+from ..tensor import _wrap_array
+
+
+def _axes_to(shape_from, shape_to):
+    """Axes to sum over to reduce a gradient of shape_from to a broadcastable shape_to (keepdims)."""
+    lead = len(shape_from) - len(shape_to)
+    return tuple(range(lead)) + tuple(
+        i + lead for i, n in enumerate(shape_to) if n == 1 and shape_from[i + lead] != 1
+    )
+
+
+# ----------------------------------------------------------------------------- linear
+class Linear(Function):
+    """y = x @ W.T + b in one node."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        y = np.matmul(x._arr, w._arr.T)
+        if b is not None:
+            y += b._arr
+        ctx.save_for_backward(x, w)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        nig = ctx.needs_input_grad
+        if state.grad_enabled:
+            out_f, in_f = w._shape
+            g2 = g.reshape(-1, out_f)
+            gx = g @ w if nig[0] else None
+            gw = g2.mT @ x.reshape(-1, in_f) if nig[1] else None
+            gb = g2.sum(0) if nig[2] else None
+            return gx, gw, gb
+        ga = g._arr
+        g2 = ga.reshape(-1, ga.shape[-1])
+        gx = _wrap_array(np.matmul(ga, w._arr)) if nig[0] else None
+        gw = _wrap_array(np.matmul(g2.T, x._arr.reshape(-1, x._shape[-1]))) if nig[1] else None
+        gb = _wrap_array(g2.sum(0)) if nig[2] else None
+        return gx, gw, gb
+
+
+# ----------------------------------------------------------------------------- activations
+class Relu(Function):
+    _raw = True
+    _save_output = True
+
+    @staticmethod
+    def forward(ctx, x):
+        return np.maximum(x._arr, 0, dtype=x._arr.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        out = ctx.saved_output
+        if state.grad_enabled:
+            return g * (out > 0)
+        return _wrap_array(np.multiply(g._arr, out._arr > 0))
+
+
+class LeakyRelu(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, slope):
+        a = x._arr
+        ctx.save_for_backward(x)
+        ctx.slope = slope
+        return np.where(a > 0, a, a * slope).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        from ..ops.elementwise import where
+
+        return where(x > 0, g, g * ctx.slope), None
+
+
+class Elu(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, alpha):
+        a = x._arr
+        ctx.save_for_backward(x)
+        ctx.alpha = alpha
+        return np.where(a > 0, a, alpha * np.expm1(np.minimum(a, 0))).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        from ..ops.elementwise import where
+
+        return where(x > 0, g, g * ctx.alpha * x.clamp(max=0).exp()), None
+
+
+class Gelu(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, approximate):
+        a = x._arr
+        ctx.save_for_backward(x)
+        ctx.approximate = approximate
+        if approximate == "tanh":
+            k = math.sqrt(2 / math.pi)
+            return (0.5 * a * (1 + np.tanh(k * (a + 0.044715 * a**3)))).astype(a.dtype, copy=False)
+        return (0.5 * a * (1 + _erf_np(a / math.sqrt(2)))).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        if ctx.approximate == "tanh":
+            k = math.sqrt(2 / math.pi)
+            inner = (x + 0.044715 * x**3) * k
+            t = inner.tanh()
+            d_inner = (1 + 0.134145 * x * x) * k
+            return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner), None
+        cdf = ((x / math.sqrt(2)).erf() + 1) * 0.5
+        pdf = (x * x * -0.5).exp() * (1 / math.sqrt(2 * math.pi))
+        return g * (cdf + x * pdf), None
+
+
+class Silu(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x):
+        a = x._arr
+        ctx.save_for_backward(x)
+        return a * _sigmoid_np(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        s = x.sigmoid()
+        return g * (s * (1 + x * (1 - s)))
+
+
+class Softplus(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, beta, threshold):
+        a = x._arr
+        ctx.save_for_backward(x)
+        ctx.beta, ctx.threshold = beta, threshold
+        bx = a * beta
+        # log1p(exp(bx)) computed stably; inputs past the threshold are returned unchanged (PyTorch's rule)
+        soft = (np.maximum(bx, 0) + np.log1p(np.exp(-np.abs(bx)))) / beta
+        return np.where(bx > threshold, a, soft).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        from ..ops.elementwise import where
+
+        bx = x * ctx.beta
+        return where(bx > ctx.threshold, g, g * bx.sigmoid()), None, None
+
+
+class Hardtanh(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        ctx.save_for_backward(x)
+        ctx.lo, ctx.hi = lo, hi
+        return np.clip(x._arr, lo, hi)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        # PyTorch passes no gradient at the clip points themselves
+        return g * ((x > ctx.lo) & (x < ctx.hi)), None, None
+
+
+# ----------------------------------------------------------------------------- cross-entropy
+class CrossEntropy(Function):
+    """Log-softmax + weighted NLL with label smoothing over (M, C) logits and (M,) class indices.
+
+    Backward is (softmax - smoothed one-hot) scaled by the class weights: no separate log-softmax node."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, target, weight, ignore_index, smoothing, reduction):
+        a = x._arr
+        t = target._arr
+        m, c = a.shape
+        s = a - a.max(1, keepdims=True)
+        lse = np.log(np.exp(s).sum(1, keepdims=True))
+        logp = s - lse
+        valid = t != ignore_index
+        tt = np.where(valid, t, 0)
+        if tt.size and (tt.min() < 0 or tt.max() >= c):
+            bad = tt[(tt < 0) | (tt >= c)][0]
+            raise IndexError(f"Target {bad} is out of bounds.")
+        w = None if weight is None else weight._arr
+        wy = (w[tt] if w is not None else np.ones(m, a.dtype)) * valid
+        rows = np.arange(m)
+        loss = -logp[rows, tt] * wy
+        if smoothing:
+            smooth = -(logp * w).sum(1) if w is not None else -logp.sum(1)
+            loss = (1 - smoothing) * loss + (smoothing / c) * smooth * valid
+        denom = wy.sum()
+        ctx.p = np.exp(logp)
+        ctx.tt, ctx.valid, ctx.wy, ctx.w, ctx.denom = tt, valid, wy, w, denom
+        ctx.smoothing, ctx.reduction = smoothing, reduction
+        ctx.save_for_backward(x)
+        if reduction == "none":
+            return loss.astype(a.dtype, copy=False)
+        total = loss.sum(dtype=np.float64)
+        if reduction == "mean":
+            total = total / denom if denom != 0 else np.float64("nan")
+        return np.asarray(total, dtype=a.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        p, tt, valid, wy, w = ctx.p, ctx.tt, ctx.valid, ctx.wy, ctx.w
+        ls = ctx.smoothing
+        m, c = p.shape
+        dt = p.dtype
+        # grad_i = (1-ls) w_{y_i} (p_i - e_{y_i}) + (ls/C) (sum(w) p_i - w), zero for ignored rows
+        r = (1 - ls) * wy + ((ls / c) * (w.sum() if w is not None else c)) * valid
+        target_coef = (1 - ls) * wy
+        if ctx.reduction == "mean":
+            scale = 1.0 / ctx.denom if ctx.denom != 0 else float("nan")
+        else:
+            scale = 1.0
+        if state.grad_enabled:
+            from ..ops.reduce import softmax
+
+            onehot = np.zeros((m, c), dt)
+            onehot[np.arange(m), tt] = target_coef
+            if ls:
+                onehot += (ls / c) * valid[:, None] * (w[None, :] if w is not None else 1)
+            base = softmax(x, 1) * _wrap_array(r.astype(dt)[:, None]) - _wrap_array(onehot)
+            gcol = g.reshape(-1, 1) if ctx.reduction == "none" else g
+            return base * gcol * scale, None, None, None, None, None
+        grad = p * r.astype(dt)[:, None]
+        grad[np.arange(m), tt] -= target_coef.astype(dt)
+        if ls:
+            grad -= ((ls / c) * valid[:, None] * (w[None, :] if w is not None else 1)).astype(dt)
+        ga = g._arr
+        if ctx.reduction == "none":
+            grad *= ga.reshape(-1, 1)
+        else:
+            grad *= ga * scale
+        return _wrap_array(grad.astype(dt, copy=False)), None, None, None, None, None
+
+
+# ----------------------------------------------------------------------------- normalisation
+class Normalize(Function):
+    """y = (x - mean) / sqrt(var + eps) * w + b with statistics over `axes` (biased variance).
+
+    Serves batch norm (training), layer norm and group norm. `running` = (mean, var, factor) updates
+    running statistics in place with the unbiased variance, like PyTorch's batch norm."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, w, b, axes, eps, running, pshape):
+        a = x._arr
+        mean = a.mean(axes, keepdims=True)
+        xc = a - mean
+        var = np.mean(xc * xc, axes, keepdims=True)
+        invstd = 1.0 / np.sqrt(var + eps)
+        xhat = xc
+        xhat *= invstd
+        if running is not None:
+            rm, rv, factor = running
+            count = a.size // mean.size
+            np.multiply(rm._arr, 1 - factor, out=rm._arr)
+            rm._arr += (factor * mean.reshape(rm._shape)).astype(rm._arr.dtype)
+            np.multiply(rv._arr, 1 - factor, out=rv._arr)
+            rv._arr += (factor * var.reshape(rv._shape) * (count / max(count - 1, 1))).astype(rv._arr.dtype)
+            rm._storage.version += 1
+            rv._storage.version += 1
+        if w is not None:
+            y = xhat * w._arr.reshape(pshape)
+            if b is not None:
+                y += b._arr.reshape(pshape)
+        elif b is not None:
+            y = xhat + b._arr.reshape(pshape)
+        else:
+            y = xhat.copy()
+        ctx.axes, ctx.eps, ctx.pshape = axes, eps, pshape
+        ctx.xhat, ctx.invstd = xhat, invstd
+        ctx.save_for_backward(x, w, b)
+        return y.astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w, b = ctx.saved_tensors
+        axes, pshape = ctx.axes, ctx.pshape
+        nig = ctx.needs_input_grad
+        if state.grad_enabled:
+            mean = x.mean(axes, keepdim=True)
+            xc = x - mean
+            invstd = ((xc * xc).mean(axes, keepdim=True) + ctx.eps).rsqrt()
+            xhat = xc * invstd
+            gxhat = g * w.reshape(pshape) if w is not None else g
+            gx = (
+                (gxhat - gxhat.mean(axes, keepdim=True) - xhat * (gxhat * xhat).mean(axes, keepdim=True))
+                * invstd
+                if nig[0]
+                else None
+            )
+            gw = (
+                (g * xhat).sum(_axes_to(g._shape, pshape), keepdim=True).reshape(w._shape)
+                if w is not None and nig[1]
+                else None
+            )
+            gb = (
+                g.sum(_axes_to(g._shape, pshape), keepdim=True).reshape(b._shape)
+                if b is not None and nig[2]
+                else None
+            )
+            return gx, gw, gb, None, None, None, None
+        ga = g._arr
+        xhat, invstd = ctx.xhat, ctx.invstd
+        gx = gw = gb = None
+        if nig[0]:
+            gxhat = ga * w._arr.reshape(pshape) if w is not None else ga
+            gx = gxhat - gxhat.mean(axes, keepdims=True)
+            gx -= xhat * np.mean(gxhat * xhat, axes, keepdims=True)
+            gx *= invstd
+            gx = _wrap_array(gx.astype(ga.dtype, copy=False))
+        if w is not None and nig[1]:
+            gw = _wrap_array(np.sum(ga * xhat, _axes_to(ga.shape, pshape), keepdims=True).reshape(w._shape))
+        if b is not None and nig[2]:
+            gb = _wrap_array(np.sum(ga, _axes_to(ga.shape, pshape), keepdims=True).reshape(b._shape))
+        return gx, gw, gb, None, None, None, None
+
+
+# ----------------------------------------------------------------------------- dropout, embedding, BCE
+class MaskMul(Function):
+    """x * mask for a constant mask array (dropout); the mask is kept as an array, not a graph input."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, mask):
+        ctx.mask = mask
+        return x._arr * mask
+
+    @staticmethod
+    def backward(ctx, g):
+        if state.grad_enabled:
+            return g * _wrap_array(ctx.mask), None
+        return _wrap_array(g._arr * ctx.mask), None
+
+
+class Embedding(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, idx, w, padding_idx):
+        ctx.idx = idx._arr
+        ctx.padding_idx = padding_idx
+        ctx.num = w._shape[0]
+        return w._arr[idx._arr]
+
+    @staticmethod
+    def backward(ctx, g):
+        d = g._shape[-1]
+        flat = ctx.idx.reshape(-1)
+        if state.grad_enabled:
+            from ..ops.creation import zeros
+            from ..ops.indexing import index_add
+
+            keep = flat != ctx.padding_idx if ctx.padding_idx is not None else np.ones(flat.shape, bool)
+            g2 = g.reshape(-1, d) * _wrap_array(keep.astype(g._arr.dtype)[:, None])
+            return None, index_add(zeros((ctx.num, d), dtype=g.dtype), 0, _wrap_array(flat), g2), None
+        gw = np.zeros((ctx.num, d), dtype=g._arr.dtype)
+        np.add.at(gw, flat, g._arr.reshape(-1, d))
+        if ctx.padding_idx is not None:
+            gw[ctx.padding_idx] = 0
+        return None, _wrap_array(gw), None
+
+
+class BinaryCrossEntropy(Function):
+    """-w (y log x + (1 - y) log(1 - x)) elementwise, logs clamped at -100 like PyTorch."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, y):
+        a, t = x._arr, y._arr
+        if a.size and (a.min() < 0 or a.max() > 1):
+            raise RuntimeError("all elements of input should be between 0 and 1")
+        with np.errstate(divide="ignore"):
+            lx = np.maximum(np.log(a), -100)
+            l1x = np.maximum(np.log1p(-a), -100)
+        ctx.save_for_backward(x, y)
+        return (-(t * lx + (1 - t) * l1x)).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        gx = g * (x - y) / (x * (1 - x)).clamp(min=1e-12) if ctx.needs_input_grad[0] else None
+        gy = None
+        if ctx.needs_input_grad[1]:
+            gy = g * ((1 - x).log().clamp(min=-100) - x.log().clamp(min=-100))
+        return gx, gy
+
+
+class BinaryCrossEntropyWithLogits(Function):
+    """(1 - y) x + lw * softplus(-x) with lw = 1 + (pos_weight - 1) y, computed without overflow."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, y, pos_weight):
+        a, t = x._arr, y._arr
+        sp = np.maximum(-a, 0) + np.log1p(np.exp(-np.abs(a)))  # softplus(-x)
+        lw = 1 if pos_weight is None else 1 + (pos_weight._arr - 1) * t
+        ctx.save_for_backward(x, y, pos_weight)
+        return ((1 - t) * a + lw * sp).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y, pw = ctx.saved_tensors
+        nig = ctx.needs_input_grad
+        lw = 1 if pw is None else (pw - 1) * y + 1
+        gx = g * ((1 - y) - lw * (-x).sigmoid()) if nig[0] else None
+        gy = gp = None
+        if nig[1] or nig[2]:
+            sp = (-x).clamp(min=0) + (-x.abs()).exp().log1p()
+            if nig[1]:
+                gy = g * (-x + (sp * (pw - 1) if pw is not None else 0))
+            if pw is not None and nig[2]:
+                gp = g * y * sp
+        return gx, gy, gp

@@ -1,0 +1,873 @@
+"""torch.nn.functional for the engine: layers, activations and losses as functions (fused where it pays)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from .. import dtypes as D
+from ..autograd.grad_mode import no_grad
+from ..ops import elementwise as E
+from ..ops.reduce import log_softmax, softmax  # noqa: F401 - re-exported as F.softmax / F.log_softmax
+from ..ops.shape import constant_pad
+from ..random import default_generator
+from ..tensor import Tensor, _wrap_array
+from . import _conv as C
+from . import _fused as FU
+
+sigmoid = E.sigmoid
+tanh = E.tanh
+
+
+def _tuple(v, n: int, name: str = "kernel_size") -> tuple:
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1 and n > 1:
+            return tuple(int(v[0]) for _ in range(n))
+        if len(v) != n:
+            raise ValueError(f"{name} must be an int or a tuple of {n} ints, got {v}")
+        return tuple(int(i) for i in v)
+    return (int(v),) * n
+
+
+def _check_dtypes(x: Tensor, w: Tensor, b: Tensor | None, what: str = "weight") -> None:
+    if x._dtype is not w._dtype:
+        raise RuntimeError(
+            f"Input type ({x._dtype.name}) and {what} type ({w._dtype.name}) should be the same"
+        )
+    if b is not None and b._dtype is not x._dtype:
+        raise RuntimeError(f"Input type ({x._dtype.name}) and bias type ({b._dtype.name}) should be the same")
+
+
+# ----------------------------------------------------------------------------- linear
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """y = x W^T + b, one fused node (forward one GEMM; backward gx = g W, gW = g^T x, gb = sum g)."""
+    if input.ndim == 0 or input._shape[-1] != weight._shape[-1]:
+        lead = int(np.prod(input._shape[:-1])) if input.ndim > 1 else 1
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({lead}x{input._shape[-1] if input.ndim else 0} "
+            f"and {weight._shape[-1]}x{weight._shape[0]})"
+        )
+    _check_dtypes(input, weight, bias)
+    return FU.Linear.apply(input, weight, bias)
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """y[..., o] = x1 A[o] x2 + b[o], as one GEMM and a batched reduction."""
+    out_f, in1, in2 = weight._shape
+    if input1._shape[-1] != in1 or input2._shape[-1] != in2:
+        raise RuntimeError(
+            f"bilinear: expected input1 [*, {in1}] and input2 [*, {in2}], got {list(input1._shape)} "
+            f"and {list(input2._shape)}"
+        )
+    lead = input1._shape[:-1]
+    x1 = input1.reshape(-1, in1)
+    x2 = input2.reshape(-1, in2)
+    t = (x1 @ weight.permute(1, 0, 2).reshape(in1, out_f * in2)).reshape(-1, out_f, in2)
+    y = (t * x2.unsqueeze(1)).sum(-1)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*lead, out_f)
+
+
+# ----------------------------------------------------------------------------- convolution
+def _same_pads(k, d):
+    total = d * (k - 1)
+    return total // 2, total - total // 2  # PyTorch puts the odd extra pixel at the end
+
+
+def _conv_pads(padding, kernel, stride, dilation, n: int):
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0,) * (2 * n)
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            pads = []
+            for k, d in zip(kernel, dilation):
+                pads.extend(_same_pads(k, d))
+            return tuple(pads)
+        raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+    p = _tuple(padding, n, "padding")
+    if any(v < 0 for v in p):
+        raise RuntimeError("negative padding is not supported")
+    return tuple(v for v in p for _ in range(2))
+
+
+def _batched(input: Tensor, dims: int, name: str):
+    """(input as a batch, whether to squeeze the batch dim afterwards)."""
+    if input.ndim == dims + 2:
+        return input, False
+    if input.ndim == dims + 1:
+        return input.unsqueeze(0), True
+    raise RuntimeError(
+        f"Expected {dims + 1}D (unbatched) or {dims + 2}D (batched) input to {name}, but got input of "
+        f"size: {list(input._shape)}"
+    )
+
+
+def conv2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
+    """2-D cross-correlation: im2col through a strided view + one batched GEMM."""
+    x, unbatched = _batched(input, 2, "conv2d")
+    if weight.ndim != 4:
+        raise RuntimeError(
+            f"Expected 4-dimensional weight for 4-dimensional input {list(x._shape)}, but got "
+            f"{weight.ndim}-dimensional weight of size {list(weight._shape)} instead"
+        )
+    kernel = weight._shape[2:]
+    stride, dilation = _tuple(stride, 2, "stride"), _tuple(dilation, 2, "dilation")
+    pads = _conv_pads(padding, kernel, stride, dilation, 2)
+    n, c, h, w = x._shape
+    if c != weight._shape[1] * groups or weight._shape[0] % groups:
+        raise RuntimeError(
+            f"Given groups={groups}, weight of size {list(weight._shape)}, expected input{list(x._shape)} "
+            f"to have {weight._shape[1] * groups} channels, but got {c} channels instead"
+        )
+    _check_dtypes(x, weight, bias)
+    geom = C.Geometry(x._shape, kernel, stride, dilation, (pads[0], pads[1], pads[2], pads[3]), groups)
+    if geom.out_hw[0] <= 0 or geom.out_hw[1] <= 0:
+        raise RuntimeError(
+            f"Calculated padded input size per channel: ({h + pads[0] + pads[1]} x {w + pads[2] + pads[3]})."
+            f" Kernel size: ({(kernel[0] - 1) * dilation[0] + 1} x {(kernel[1] - 1) * dilation[1] + 1})."
+            " Kernel size can't be greater than actual input size"
+        )
+    y = C.Convolution.apply(x, weight, bias, geom)
+    return y.squeeze(0) if unbatched else y
+
+
+def conv1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
+    """1-D cross-correlation, run as conv2d over a height-1 image (views, no copies)."""
+    x, unbatched = _batched(input, 1, "conv1d")
+    if weight.ndim != 3:
+        raise RuntimeError(
+            f"Expected 3-dimensional weight for 3-dimensional input {list(x._shape)}, but got "
+            f"{weight.ndim}-dimensional weight of size {list(weight._shape)} instead"
+        )
+    s, d = _tuple(stride, 1, "stride")[0], _tuple(dilation, 1, "dilation")[0]
+    if isinstance(padding, str):
+        pads = _conv_pads(padding, weight._shape[2:], (s,), (d,), 1)
+        p2 = padding
+    else:
+        p = _tuple(padding, 1, "padding")[0]
+        pads, p2 = (p, p), (0, p)
+    if isinstance(p2, str) and p2 == "same" and pads[0] != pads[1]:
+        # asymmetric "same": pad explicitly, then convolve without padding
+        x = constant_pad(x, pads)
+        p2 = 0
+    y = conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), p2, (1, d), groups).squeeze(2)
+    return y.squeeze(0) if unbatched else y
+
+
+def conv_transpose2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
+    """Transposed convolution: the input gradient of a conv2d, computed as one GEMM + col2im."""
+    x, unbatched = _batched(input, 2, "conv_transpose2d")
+    n, cin, h, w = x._shape
+    if weight.ndim != 4 or weight._shape[0] != cin:
+        raise RuntimeError(
+            f"Given transposed=1, weight of size {list(weight._shape)}, expected input{list(x._shape)} "
+            f"to have {weight._shape[0]} channels, but got {cin} channels instead"
+        )
+    kernel = weight._shape[2:]
+    stride, dilation = _tuple(stride, 2, "stride"), _tuple(dilation, 2, "dilation")
+    pad, opad = _tuple(padding, 2, "padding"), _tuple(output_padding, 2, "output_padding")
+    for o, s, d in zip(opad, stride, dilation):
+        if o >= s and o >= d:
+            raise RuntimeError(
+                "output padding must be smaller than either stride or dilation, but got "
+                f"output_padding: {o}, stride: {s}, dilation: {d}"
+            )
+    _check_dtypes(x, weight, bias)
+    cout = weight._shape[1] * groups
+    out_hw = tuple(
+        (i - 1) * s - 2 * p + d * (k - 1) + o + 1
+        for i, s, p, d, k, o in zip((h, w), stride, pad, dilation, kernel, opad)
+    )
+    if min(out_hw) <= 0:
+        raise RuntimeError(
+            f"Given input size per channel: ({h} x {w}). Calculated output size per channel: "
+            f"({out_hw[0]} x {out_hw[1]}). Output size is too small"
+        )
+    geom = C.Geometry(
+        (n, cout) + out_hw, kernel, stride, dilation, (pad[0], pad[0], pad[1], pad[1]), groups, out_hw=(h, w)
+    )
+    y = C.ConvTranspose.apply(x, weight, geom)
+    if bias is not None:
+        y = y + bias.reshape(1, -1, 1, 1)
+    return y.squeeze(0) if unbatched else y
+
+
+# ----------------------------------------------------------------------------- pooling
+def _pool_out(size, k, s, p, d, ceil_mode):
+    span = size + 2 * p - d * (k - 1) - 1
+    out = (span + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1  # the last window must start inside the input or its left padding
+    return out
+
+
+def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode, name):
+    k = _tuple(kernel_size, 2)
+    s = _tuple(stride if (stride is not None and stride != []) else kernel_size, 2, "stride")
+    p = _tuple(padding, 2, "padding")
+    d = _tuple(dilation, 2, "dilation")
+    for kk, pp, dd in zip(k, p, d):
+        if pp > (dd * (kk - 1) + 1) // 2:
+            raise RuntimeError(
+                f"pad should be at most half of effective kernel size, but got pad={pp}, "
+                f"kernel_size={kk} and dilation={dd}"
+            )
+    n, c, h, w = x._shape
+    out = tuple(_pool_out(i, kk, ss, pp, dd, ceil_mode) for i, kk, ss, pp, dd in zip((h, w), k, s, p, d))
+    if min(out) <= 0:
+        raise RuntimeError(
+            f"{name}: Given input size: ({c}x{h}x{w}). Calculated output size: ({c}x{out[0]}x{out[1]})."
+            " Output size is too small"
+        )
+    # ceil mode may pad past the input's end: windows there see -inf (max) or are not counted (avg)
+    far = tuple(
+        max(pp, (o - 1) * ss + dd * (kk - 1) + 1 - i - pp)
+        for i, o, kk, ss, pp, dd in zip((h, w), out, k, s, p, d)
+    )
+    return C.Geometry(x._shape, k, s, d, (p[0], far[0], p[1], far[1]), 1, out_hw=out), (k, s, p)
+
+
+def max_pool2d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
+    x, unbatched = _batched(input, 2, "max_pool2d")
+    geom, _ = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
+    y, arg = C.MaxPool.apply(x, geom)
+    if unbatched:
+        y = y.squeeze(0)
+    if return_indices:
+        idx = _wrap_array(C.max_indices(arg._arr, geom))
+        return y, (idx.squeeze(0) if unbatched else idx)
+    return y
+
+
+def max_pool1d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
+    x, unbatched = _batched(input, 1, "max_pool1d")
+    k = _tuple(kernel_size, 1)[0]
+    s = _tuple(stride, 1, "stride")[0] if stride is not None and stride != [] else k
+    r = max_pool2d(
+        x.unsqueeze(2),
+        (1, k),
+        (1, s),
+        (0, _tuple(padding, 1)[0]),
+        (1, _tuple(dilation, 1)[0]),
+        ceil_mode,
+        return_indices,
+    )
+    if return_indices:
+        y, idx = r[0].squeeze(2), r[1].squeeze(2)
+        return (y.squeeze(0), idx.squeeze(0)) if unbatched else (y, idx)
+    y = r.squeeze(2)
+    return y.squeeze(0) if unbatched else y
+
+
+def avg_pool2d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    x, unbatched = _batched(input, 2, "avg_pool2d")
+    geom, (k, s, p) = _pool_geometry(x, kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d")
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise RuntimeError("divisor must be not zero")
+        divisor = np.asarray(float(divisor_override), dtype=x._dtype.np)
+    else:
+        parts = []
+        for i, o, kk, ss, pp in zip(x._shape[2:], geom.out_hw, k, s, p):
+            start = np.arange(o) * ss - pp
+            end = np.minimum(start + kk, i + pp)
+            parts.append(end - start if count_include_pad else np.minimum(end, i) - np.maximum(start, 0))
+        divisor = (parts[0][:, None] * parts[1][None, :]).astype(x._dtype.np)
+    y = C.WindowSum.apply(x, geom, divisor)
+    return y.squeeze(0) if unbatched else y
+
+
+def avg_pool1d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor:
+    x, unbatched = _batched(input, 1, "avg_pool1d")
+    k = _tuple(kernel_size, 1)[0]
+    s = _tuple(stride, 1, "stride")[0] if stride is not None and stride != [] else k
+    y = avg_pool2d(
+        x.unsqueeze(2), (1, k), (1, s), (0, _tuple(padding, 1)[0]), ceil_mode, count_include_pad
+    ).squeeze(2)
+    return y.squeeze(0) if unbatched else y
+
+
+def _adaptive_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
+    m = np.zeros((n_out, n_in), dtype=dtype)
+    for i in range(n_out):
+        start = (i * n_in) // n_out
+        end = -((-(i + 1) * n_in) // n_out)  # ceil
+        m[i, start:end] = 1.0 / (end - start)
+    return m
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    """Averages over PyTorch's adaptive windows; separable, so two small matmuls (Ph @ x @ Pw^T)."""
+    x, unbatched = _batched(input, 2, "adaptive_avg_pool2d")
+    h, w = x._shape[2:]
+    if isinstance(output_size, (tuple, list)):
+        oh, ow = (
+            (h if output_size[0] is None else output_size[0]),
+            (w if output_size[1] is None else output_size[1]),
+        )
+    else:
+        oh = ow = output_size
+    if (oh, ow) == (1, 1):
+        y = x.mean((2, 3), keepdim=True)
+    elif h % oh == 0 and w % ow == 0:
+        y = avg_pool2d(x, (h // oh, w // ow))
+    else:
+        ph = _wrap_array(_adaptive_matrix(h, oh, x._dtype.np))
+        pw = _wrap_array(_adaptive_matrix(w, ow, x._dtype.np).T.copy())
+        y = (ph @ x) @ pw
+    return y.squeeze(0) if unbatched else y
+
+
+# ----------------------------------------------------------------------------- normalisation
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Batch statistics (training) in one fused node with a closed-form backward; running stats otherwise."""
+    if input.ndim < 2:
+        raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+    c = input._shape[1]
+    pshape = (1, c) + (1,) * (input.ndim - 2)
+    if training:
+        count = input.numel() // c
+        if count <= 1:
+            raise ValueError(
+                f"Expected more than 1 value per channel when training, got input size {input.shape}"
+            )
+        axes = (0,) + tuple(range(2, input.ndim))
+        running = (running_mean, running_var, momentum) if running_mean is not None else None
+        return FU.Normalize.apply(input, weight, bias, axes, eps, running, pshape)
+    if running_mean is None or running_var is None:
+        raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+    scale = (running_var + eps).rsqrt()
+    if weight is not None:
+        scale = scale * weight
+    shift = -running_mean * scale
+    if bias is not None:
+        shift = shift + bias
+    return input * scale.reshape(pshape) + shift.reshape(pshape)
+
+
+def layer_norm(
+    input: Tensor,
+    normalized_shape,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    shape = (
+        tuple(normalized_shape) if isinstance(normalized_shape, (tuple, list)) else (int(normalized_shape),)
+    )
+    k = len(shape)
+    if tuple(input._shape[input.ndim - k :]) != shape or input.ndim < k:
+        raise RuntimeError(
+            f"Given normalized_shape={list(shape)}, expected input with shape [*, "
+            f"{', '.join(map(str, shape))}], but got input of size{list(input._shape)}"
+        )
+    axes = tuple(range(input.ndim - k, input.ndim))
+    return FU.Normalize.apply(input, weight, bias, axes, eps, None, shape)
+
+
+def group_norm(
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    n, c = input._shape[:2]
+    if c % num_groups:
+        raise RuntimeError(
+            f"Expected number of channels in input to be divisible by num_groups, but got input of "
+            f"shape {list(input._shape)} and num_groups={num_groups}"
+        )
+    x = input.reshape(n, num_groups, c // num_groups, -1)
+    y = FU.Normalize.apply(x, weight, bias, (2, 3), eps, None, (1, num_groups, c // num_groups, 1))
+    return y.reshape(input._shape)
+
+
+# ----------------------------------------------------------------------------- dropout
+def _check_p(p: float) -> None:
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _dropout_mask(shape, p: float, dtype) -> np.ndarray:
+    if p == 1.0:
+        return np.zeros(shape, dtype=dtype)
+    keep = default_generator.uniform(shape, np.float32 if dtype != np.float64 else np.float64) < (1.0 - p)
+    return keep.astype(dtype) * np.asarray(1.0 / (1.0 - p), dtype=dtype)
+
+
+def _apply_mask(input: Tensor, mask: np.ndarray, inplace: bool) -> Tensor:
+    if inplace:
+        return E.inplace(input, lambda s: FU.MaskMul.apply(s, mask), op_name="dropout_", needs_old=False)
+    return FU.MaskMul.apply(input, mask)
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability p (engine generator), scale survivors by 1 / (1 - p)."""
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    return _apply_mask(input, _dropout_mask(input._shape, p, input._dtype.np), inplace)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels: one draw per (sample, channel)."""
+    _check_p(p)
+    if input.ndim not in (3, 4):
+        warnings.warn(
+            f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated and will result "
+            "in an error in a future release.",
+            UserWarning,
+            stacklevel=2,
+        )
+    if not training or p == 0.0:
+        return input
+    shape = input._shape[:2] + (1,) * (input.ndim - 2)
+    return _apply_mask(input, _dropout_mask(shape, p, input._dtype.np), inplace)
+
+
+# ----------------------------------------------------------------------------- activations
+def _maybe_inplace(input: Tensor, inplace: bool, fn, name: str) -> Tensor:
+    if inplace:
+        return E.inplace(input, fn, op_name=name)
+    return fn(input)
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    if inplace:
+        return E.relu_(input)
+    return FU.Relu.apply(input)
+
+
+def relu_(input: Tensor) -> Tensor:
+    return E.relu_(input)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(input, inplace, lambda s: FU.LeakyRelu.apply(s, negative_slope), "leaky_relu_")
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(input, inplace, lambda s: FU.Elu.apply(s, alpha), "elu_")
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got '{approximate}'")
+    return FU.Gelu.apply(input, approximate)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(input, inplace, FU.Silu.apply, "silu_")
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    return FU.Softplus.apply(input, beta, threshold)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _maybe_inplace(input, inplace, lambda s: FU.Hardtanh.apply(s, min_val, max_val), "hardtanh_")
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = dim % input.ndim
+    if input._shape[d] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {input._shape[d]}")
+    a, b = input.chunk(2, d)
+    return a * b.sigmoid()
+
+
+# ----------------------------------------------------------------------------- padding, one-hot, embedding
+def _pad_index(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
+    i = np.arange(-lo, n + hi)
+    if mode == "reflect":
+        period = 2 * (n - 1) if n > 1 else 1
+        i = np.abs(i) % period
+        return np.where(i >= n, period - i, i)
+    if mode == "replicate":
+        return np.clip(i, 0, n - 1)
+    return i % n  # circular
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
+    """PyTorch's F.pad: (last_lo, last_hi, prev_lo, prev_hi, ...); constant, reflect, replicate, circular."""
+    if mode == "constant":
+        return constant_pad(input, pad, 0.0 if value is None else value)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim - 1:
+        raise RuntimeError(
+            f"Padding length {len(pad)} is too large for a {input.ndim}-D input in {mode} mode"
+        )
+    out = input
+    for k in range(len(pad) // 2):
+        dim = input.ndim - 1 - k
+        lo, hi = int(pad[2 * k]), int(pad[2 * k + 1])
+        n = input._shape[dim]
+        if mode == "reflect" and (lo >= n or hi >= n):
+            raise RuntimeError(
+                f"Argument #4: Padding size should be less than the corresponding input dimension, but "
+                f"got: padding ({lo}, {hi}) at dimension {dim} of input {list(input._shape)}"
+            )
+        if mode == "circular" and (lo > n or hi > n):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        out = out.index_select(dim, _wrap_array(_pad_index(n, lo, hi, mode)))
+    return out
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    if tensor._dtype.is_floating_point or tensor._dtype is D.bool_:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    a = tensor._arr.astype(np.int64)
+    if a.size and a.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if num_classes == -1:
+        num_classes = int(a.max()) + 1 if a.size else 0
+    elif a.size and a.max() >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return _wrap_array((a[..., None] == np.arange(num_classes)).astype(np.int64))
+
+
+def embedding(
+    input: Tensor,
+    weight: Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor:
+    """Rows of `weight` picked by integer `input`; the gradient of padding_idx's row stays zero."""
+    if input._dtype.is_floating_point:
+        raise RuntimeError(
+            "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, "
+            f"Int; but got {input._dtype.name} instead (while checking arguments for embedding)"
+        )
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported")
+    num = weight._shape[0]
+    if padding_idx is not None:
+        if not -num <= padding_idx < num:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx %= num
+    idx = input._arr
+    if idx.size and (idx.min() < 0 or idx.max() >= num):
+        raise IndexError("index out of range in self")
+    if max_norm is not None:
+        with no_grad():
+            rows = np.unique(idx)
+            w = weight._arr
+            norms = np.linalg.norm(w[rows].astype(np.float64), ord=norm_type, axis=1)
+            scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+            w[rows] = (w[rows] * scale[:, None]).astype(w.dtype)
+            weight._storage.version += 1
+    return FU.Embedding.apply(input, weight, padding_idx)
+
+
+# ----------------------------------------------------------------------------- losses
+def _reduction(size_average, reduce, reduction: str) -> str:
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return ("mean" if size_average else "sum") if reduce else "none"
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _warn_size(input: Tensor, target: Tensor) -> None:
+    if target._shape != input._shape:
+        warnings.warn(
+            f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
+            "This will likely lead to incorrect results due to broadcasting. Please ensure they have the "
+            "same size.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def mse_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    weight: Tensor | None = None,
+) -> Tensor:
+    _warn_size(input, target)
+    d = input - target
+    loss = d * d
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def l1_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    weight: Tensor | None = None,
+) -> Tensor:
+    _warn_size(input, target)
+    loss = (input - target).abs()
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def smooth_l1_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0
+) -> Tensor:
+    _warn_size(input, target)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    red = _reduction(size_average, reduce, reduction)
+    d = (input - target).abs()
+    if beta == 0.0:
+        return _reduce(d, red)
+    loss = E.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
+    return _reduce(loss, red)
+
+
+def _class_last(input: Tensor, target: Tensor):
+    """(M, C) scores and (M,) targets from (N, C, d1, ...) / (N, d1, ...) or unbatched (C,) / ()."""
+    if input.ndim == 1:
+        if target.ndim != 0:
+            raise RuntimeError(
+                f"Expected target to be 0-D for a 1-D input, got target of size {list(target._shape)}"
+            )
+        return input.unsqueeze(0), target.reshape(1)
+    if input.ndim < 1 or input._shape[0] != (target._shape[0] if target.ndim else -1):
+        raise ValueError(
+            f"Expected input batch_size ({input._shape[0]}) to match target batch_size "
+            f"({target._shape[0] if target.ndim else 0})."
+        )
+    if tuple(target._shape[1:]) != tuple(input._shape[2:]):
+        raise RuntimeError(
+            f"Expected target size {[input._shape[0]] + list(input._shape[2:])}, got {list(target._shape)}"
+        )
+    c = input._shape[1]
+    x = input if input.ndim == 2 else input.movedim(1, -1).reshape(-1, c)
+    return x, target.reshape(-1)
+
+
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """Class indices: fused log-softmax + NLL node (backward softmax - one-hot); probabilities: composite."""
+    red = _reduction(size_average, reduce, reduction)
+    if red not in ("mean", "sum", "none"):
+        raise ValueError(f"{red} is not a valid value for reduction")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    cdim = 0 if input.ndim == 1 else 1
+    n_classes = input._shape[cdim]
+    if weight is not None and (weight.ndim != 1 or weight.numel() != n_classes):
+        raise RuntimeError(
+            f"weight tensor should be defined either for all {n_classes} classes or no classes but got "
+            f"weight tensor of shape: {list(weight._shape)}"
+        )
+    if target._dtype.is_floating_point:
+        if target._shape != input._shape:
+            raise RuntimeError(
+                f"Expected target of the same shape as input {list(input._shape)} for class "
+                f"probabilities, got {list(target._shape)}"
+            )
+        logp = log_softmax(input, cdim)
+        if label_smoothing:
+            target = target * (1 - label_smoothing) + label_smoothing / n_classes
+        prod = logp * target
+        if weight is not None:
+            prod = prod * weight.reshape((n_classes,) + (1,) * (input.ndim - 1 - cdim))
+        loss = -prod.sum(cdim)
+        if red == "mean":
+            return loss.sum() / (input.numel() // n_classes) if input.numel() else loss.sum() * float("nan")
+        return _reduce(loss, red)
+    x, t = _class_last(input, target)
+    loss = FU.CrossEntropy.apply(x, t, weight, ignore_index, float(label_smoothing), red)
+    return loss.reshape(target._shape) if red == "none" else loss
+
+
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
+    red = _reduction(size_average, reduce, reduction)
+    x, t = _class_last(input, target)
+    c = x._shape[1]
+    ta = t._arr
+    valid = ta != ignore_index
+    tt = np.where(valid, ta, 0)
+    if tt.size and (tt.min() < 0 or tt.max() >= c):
+        raise IndexError(f"Target {tt[(tt < 0) | (tt >= c)][0]} is out of bounds.")
+    wy = (weight._arr[tt] if weight is not None else np.ones(tt.shape, x._dtype.np)) * valid
+    picked = x.gather(1, _wrap_array(tt.reshape(-1, 1))).reshape(-1)
+    loss = picked * _wrap_array(-wy.astype(x._dtype.np))
+    if red == "none":
+        return loss.reshape(target._shape)
+    if red == "sum":
+        return loss.sum()
+    return loss.sum() / float(wy.sum())
+
+
+def binary_cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
+    if target._shape != input._shape:
+        raise ValueError(
+            f"Using a target size ({target.shape}) that is different to the input size ({input.shape}) "
+            "is deprecated. Please ensure they have the same size."
+        )
+    loss = FU.BinaryCrossEntropy.apply(input, target)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    if target._shape != input._shape:
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
+    loss = FU.BinaryCrossEntropyWithLogits.apply(input, target, pos_weight)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def kl_div(
+    input: Tensor,
+    target: Tensor,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    log_target: bool = False,
+) -> Tensor:
+    """Pointwise target * (log target - input), input given as log-probabilities."""
+    red = _reduction(size_average, reduce, reduction)
+    if red == "mean":
+        warnings.warn(
+            "reduction: 'mean' divides the total loss by both the batch size and the support size."
+            "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+            "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+            UserWarning,
+            stacklevel=2,
+        )
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        safe = E.where(target > 0, target, 1.0)
+        loss = target * safe.log() - target * input
+    if red == "batchmean":
+        return loss.sum() / (input._shape[0] if input.ndim else 1)
+    return _reduce(loss, red)
+
+
+_ = math

@@ -1,0 +1,78 @@
+"""Gradient clipping (PyTorch's formulas) and flattening parameters to one vector and back."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from ...autograd.grad_mode import no_grad
+from ...tensor import Tensor, _wrap_array
+
+
+def _params(parameters) -> list[Tensor]:
+    if isinstance(parameters, Tensor):
+        return [parameters]
+    return list(parameters)
+
+
+def clip_grad_norm_(
+    parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach=None
+) -> Tensor:
+    """Scale all gradients together to a joint norm of at most max_norm; returns the norm before clipping."""
+    grads = [p.grad for p in _params(parameters) if p.grad is not None]
+    max_norm, norm_type = float(max_norm), float(norm_type)
+    if not grads:
+        return _wrap_array(np.asarray(0.0, dtype=np.float32))
+    with no_grad():
+        arrs = [g._arr for g in grads]
+        if norm_type == math.inf:
+            total = max(float(np.abs(a).max(initial=0)) for a in arrs)
+        else:
+            # per-tensor norms in their own dtype, then the norm of those norms (PyTorch's order)
+            per = np.array([np.linalg.norm(a.reshape(-1).astype(np.float64), ord=norm_type) for a in arrs])
+            total = float(np.linalg.norm(per, ord=norm_type))
+        dtype = grads[0]._arr.dtype
+        total_t = _wrap_array(np.asarray(total, dtype=dtype))
+        if error_if_nonfinite and not math.isfinite(total):
+            raise RuntimeError(
+                f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so "
+                "it cannot be clipped. To disable this error and scale the gradients by the non-finite "
+                "norm anyway, set `error_if_nonfinite=False`"
+            )
+        clip_coef = max_norm / (np.asarray(total, dtype=dtype) + dtype.type(1e-6))
+        clip_coef = min(clip_coef, dtype.type(1.0))  # multiply even when 1, like PyTorch (keeps NaN visible)
+        for g in grads:
+            np.multiply(g._arr, clip_coef, out=g._arr, casting="unsafe")
+            g._storage.version += 1
+    return total_t
+
+
+def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
+    """Clamp every gradient element into [-clip_value, clip_value] in place."""
+    clip_value = float(clip_value)
+    with no_grad():
+        for p in _params(parameters):
+            if p.grad is not None:
+                np.clip(p.grad._arr, -clip_value, clip_value, out=p.grad._arr)
+                p.grad._storage.version += 1
+
+
+def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
+    """One flat vector of all parameters (a differentiable copy)."""
+    from ...ops.shape import cat
+
+    return cat([p.reshape(-1) for p in parameters])
+
+
+def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
+    """Copy consecutive slices of vec into the parameters' data (no graph)."""
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
+    offset = 0
+    with no_grad():
+        for p in parameters:
+            n = p.numel()
+            p.copy_(vec[offset : offset + n].view_as(p))
+            offset += n
