@@ -20,7 +20,8 @@ class DoctorThresholds:
     """When each rule fires. The defaults are conservative: a healthy run stays silent."""
 
     exploding_grad_norm: float = 1e3  # a layer's gradient norm above this is exploding ...
-    exploding_growth: float = 100.0  # ... or this many times its own median of recent steps
+    exploding_growth: float = 100.0  # ... or this many times its own median of recent steps ...
+    exploding_growth_min: float = 10.0  # ... while also above this (spikes of tiny norms are normal)
     vanishing_ratio: float = 1e-6  # a layer's gradient norm below this share of the largest layer's ...
     vanishing_floor: float = 1e-12  # ... or below this absolutely (while another layer is above it) ...
     vanishing_patience: int = 20  # ... for this many consecutive steps
@@ -57,7 +58,8 @@ def exploding_gradients(doc: TrainingDoctor, m: BatchMetrics) -> list[Finding]:
             continue  # the non-finite rule handles this
         hist = doc.grad_history.get(node)
         median = sorted(hist)[len(hist) // 2] if hist and len(hist) >= 5 else None
-        grew = median is not None and median > 0 and norm > t.exploding_growth * median
+        grew = (median is not None and median > 0 and norm > t.exploding_growth * median
+                and norm > t.exploding_growth_min)
         if norm > t.exploding_grad_norm or grew:
             why = (f"{_fmt(norm)}, {_fmt(norm / median)}x its recent median {_fmt(median)}" if grew
                    else f"{_fmt(norm)} (threshold {_fmt(t.exploding_grad_norm)})")
@@ -91,19 +93,22 @@ def vanishing_gradients(doc: TrainingDoctor, m: BatchMetrics) -> list[Finding]:
 
 
 def divergence(doc: TrainingDoctor, m: BatchMetrics) -> list[Finding]:
-    """The smoothed training loss rose above `divergence_factor` x its best value: the learning
-    rate is too high."""
+    """The smoothed training loss rose above `divergence_factor` x its best value and above where it
+    started: the learning rate is too high. (Near convergence a loss may triple from a tiny best
+    without anything being wrong, hence the second condition.)"""
     t = doc.thresholds
     if not _finite(m.loss) or not m.stepped:
         return []
     beta = t.loss_smoothing
     doc.smoothed = m.loss if doc.smoothed is None else beta * doc.smoothed + (1 - beta) * m.loss
     doc.steps_seen += 1
-    if doc.steps_seen <= t.divergence_warmup:
-        doc.best_smoothed = min(doc.best_smoothed, doc.smoothed)
-        return []
     doc.best_smoothed = min(doc.best_smoothed, doc.smoothed)
-    if doc.best_smoothed > 0 and doc.smoothed > t.divergence_factor * doc.best_smoothed:
+    if doc.steps_seen == 1:
+        doc.first_loss = m.loss
+    if doc.steps_seen <= t.divergence_warmup:
+        return []
+    if (doc.best_smoothed > 0 and doc.smoothed > t.divergence_factor * doc.best_smoothed
+            and doc.smoothed > doc.first_loss):
         return [Finding(
             "divergence", "warning",
             f"the loss is diverging: {_fmt(doc.smoothed)} (smoothed), "
@@ -190,6 +195,7 @@ class TrainingDoctor:
     epochs: list[EpochMetrics] = field(default_factory=list)
     smoothed: float | None = None
     best_smoothed: float = math.inf
+    first_loss: float = math.inf
     steps_seen: int = 0
     _active: set[tuple[str, str | None]] = field(default_factory=set)
 

@@ -44,7 +44,8 @@ def test_compiled_mlp_matches_a_hand_written_engine_model_with_the_same_weights(
 def test_skip_connection_adds_the_block_input_to_its_output():
     doc = _doc([("x", "Input", {"shape": [6], "dataset_driven": False}),
                 ("fc1", "Linear", {"out_features": 6}), ("act", "Tanh", {}),
-                ("fc2", "Linear", {"out_features": 6}), ("add", "Add", {}), ("loss", "Output", {"loss": "MSELoss"})],
+                ("fc2", "Linear", {"out_features": 6}), ("add", "Add", {}),
+                ("loss", "Output", {"loss": "MSELoss"})],
                [("x", "fc1", "in"), ("fc1", "act", "in"), ("act", "fc2", "in"), ("x", "add", "in"),
                 ("fc2", "add", "in"), ("add", "loss", "in")])
     model = compile_document(doc)

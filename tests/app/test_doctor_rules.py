@@ -43,9 +43,22 @@ def test_exploding_gradient_names_the_layer_once():
 def test_sudden_growth_relative_to_recent_median_counts_as_exploding():
     doc = _doctor()
     for s in range(10):
-        doc.check_batch(_batch(s, 1.0, {"fc1": 1e-3, "fc2": 1e-3}))
-    found = doc.check_batch(_batch(10, 1.0, {"fc1": 1.0, "fc2": 1e-3}))
+        doc.check_batch(_batch(s, 1.0, {"fc1": 0.1, "fc2": 0.1}))
+    found = doc.check_batch(_batch(10, 1.0, {"fc1": 20.0, "fc2": 0.1}))
     assert [f.node_id for f in found] == ["fc1"]
+
+
+def test_a_spike_of_tiny_gradients_near_convergence_is_not_exploding():
+    doc = _doctor()
+    for s in range(10):
+        doc.check_batch(_batch(s, 1e-3, {"fc1": 1e-3, "fc2": 1e-3}))
+    assert doc.check_batch(_batch(10, 1e-3, {"fc1": 1.0, "fc2": 1e-3})) == []
+
+
+def test_a_loss_rising_from_a_tiny_best_but_below_its_start_is_not_divergence():
+    doc = _doctor()
+    losses = [2.0] * 5 + [2.0 * 0.5 ** k for k in range(1, 12)] + [0.05] * 20
+    assert not [f for s, loss in enumerate(losses) for f in doc.check_batch(_batch(s, loss, {"fc1": 0.5}))]
 
 
 def test_vanishing_gradient_needs_patience_and_names_the_layer():

@@ -177,7 +177,8 @@ def test_lr_change_takes_effect_at_the_next_step_and_is_logged(tmp_path):
     assert trainer.optimizer.param_groups[0]["lr"] == 0.5
     changes = [e for e in rec.events if e.event == "lr_changed"]
     assert len(changes) == 1 and changes[0].detail == {"name": "lr", "old": 0.01, "new": 0.5}
-    assert any(r["kind"] == "event" and r["event"] == "lr_changed" for r in read_metrics(tmp_path / "metrics.jsonl"))
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert any(r["kind"] == "event" and r["event"] == "lr_changed" for r in records)
 
 
 def test_unknown_optimizer_option_is_refused_in_user_terms():
@@ -262,9 +263,8 @@ def test_nonfinite_loss_pauses_and_names_the_first_layer_that_made_it():
 
 
 def test_forward_nan_is_traced_to_the_first_node_whose_output_is_nonfinite():
-    from app.training.doctor import locate_nonfinite
-
     import engine
+    from app.training.doctor import locate_nonfinite
 
     trainer = Trainer(make_doc(epochs=1))
     _, x, y, _ = next(trainer._batches(0, 0))
