@@ -248,7 +248,8 @@ negative = neg  # noqa: F811
 
 
 def broadcast_shapes(*shapes):
-    return Size(_strides.broadcast_shapes(*(tuple(s) if not isinstance(s, builtins_int) else (s,) for s in shapes)))
+    return Size(_strides.broadcast_shapes(*(tuple(s) if not isinstance(s, builtins_int) else (s,)
+                                            for s in shapes)))
 
 
 import builtins as _builtins  # noqa: E402
@@ -260,12 +261,12 @@ def is_tensor(obj) -> _builtins.bool:
     return isinstance(obj, Tensor)
 
 
-def numel(t: Tensor) -> builtins_int:
-    return t.numel()
+def numel(input: Tensor) -> builtins_int:
+    return input.numel()
 
 
-def is_floating_point(t: Tensor) -> _builtins.bool:
-    return t.is_floating_point()
+def is_floating_point(input: Tensor) -> _builtins.bool:
+    return input.is_floating_point()
 
 
 def result_type(a, b):

@@ -123,9 +123,11 @@ def view_strides(shape: Shape, strides: Shape, new_shape: Shape) -> Shape | None
 def permute(shape: Shape, strides: Shape, dims) -> tuple[Shape, Shape]:
     nd = len(shape)
     if len(dims) != nd:
-        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
-                           f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal "
-                           f"to len(dims) = {len(dims)}")
+        raise RuntimeError(
+            f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
+            f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal "
+            f"to len(dims) = {len(dims)}"
+        )
     dims = wrap_dims(dims, nd)
     return tuple(shape[d] for d in dims), tuple(strides[d] for d in dims)
 
@@ -145,16 +147,20 @@ def transpose(shape: Shape, strides: Shape, d0: int, d1: int) -> tuple[Shape, Sh
 def expand(shape: Shape, strides: Shape, sizes) -> tuple[Shape, Shape]:
     sizes = tuple(int(s) for s in sizes)
     if len(sizes) < len(shape):
-        raise RuntimeError(f"expand(torch.FloatTensor{{{list(shape)}}}, size=[{', '.join(map(str, sizes))}]): the "
-                           f"number of sizes provided ({len(sizes)}) must be greater or equal to the number of "
-                           f"dimensions in the tensor ({len(shape)})")
+        raise RuntimeError(
+            f"expand(torch.FloatTensor{{{list(shape)}}}, size=[{', '.join(map(str, sizes))}]): the "
+            f"number of sizes provided ({len(sizes)}) must be greater or equal to the number of "
+            f"dimensions in the tensor ({len(shape)})"
+        )
     lead = len(sizes) - len(shape)
     out_sh, out_st = [], []
     for i, n in enumerate(sizes):
         if i < lead:
             if n < 0:
-                raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, "
-                                   f"non-existing dimension {i}")
+                raise RuntimeError(
+                    f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                    f"non-existing dimension {i}"
+                )
             out_sh.append(n)
             out_st.append(0)
             continue
@@ -168,9 +174,11 @@ def expand(shape: Shape, strides: Shape, sizes) -> tuple[Shape, Shape]:
             out_sh.append(n)
             out_st.append(0)
         else:
-            raise RuntimeError(f"The expanded size of the tensor ({n}) must match the existing size ({old}) at "
-                               f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
-                               f"{list(shape)}")
+            raise RuntimeError(
+                f"The expanded size of the tensor ({n}) must match the existing size ({old}) at "
+                f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
+                f"{list(shape)}"
+            )
     return tuple(out_sh), tuple(out_st)
 
 
@@ -198,7 +206,7 @@ def narrow(shape: Shape, strides: Shape, offset: int, dim: int, start: int, leng
         start += n
     if not 0 <= start <= n or length < 0 or start + length > n:
         raise IndexError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return shape[:dim] + (length,) + shape[dim + 1:], strides, offset + start * strides[dim]
+    return shape[:dim] + (length,) + shape[dim + 1 :], strides, offset + start * strides[dim]
 
 
 def unfold(shape: Shape, strides: Shape, dim: int, size: int, step: int) -> tuple[Shape, Shape]:
@@ -213,8 +221,10 @@ def unfold(shape: Shape, strides: Shape, dim: int, size: int, step: int) -> tupl
     st = strides[dim] if nd else 1
     if not nd:
         return (count, size), (st * step, st)
-    return (shape[:dim] + (count,) + shape[dim + 1:] + (size,),
-            strides[:dim] + (st * step,) + strides[dim + 1:] + (st,))
+    return (
+        shape[:dim] + (count,) + shape[dim + 1 :] + (size,),
+        strides[:dim] + (st * step,) + strides[dim + 1 :] + (st,),
+    )
 
 
 def flatten(shape: Shape, start: int, end: int) -> Shape:
@@ -224,7 +234,7 @@ def flatten(shape: Shape, start: int, end: int) -> Shape:
     start, end = wrap_dim(start, nd), wrap_dim(end, nd)
     if start > end:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
-    return shape[:start] + (numel(shape[start:end + 1]),) + shape[end + 1:]
+    return shape[:start] + (numel(shape[start : end + 1]),) + shape[end + 1 :]
 
 
 def basic_index(shape: Shape, strides: Shape, offset: int, index: tuple):
@@ -243,8 +253,8 @@ def basic_index(shape: Shape, strides: Shape, offset: int, index: tuple):
             out_st.append(strides[d] * shape[d] if d < len(shape) else 1)
         elif idx is Ellipsis:
             k = len(shape) - n_real
-            out_sh.extend(shape[d:d + k])
-            out_st.extend(strides[d:d + k])
+            out_sh.extend(shape[d : d + k])
+            out_st.extend(strides[d : d + k])
             d += k
         elif isinstance(idx, slice):
             n = shape[d]

@@ -55,8 +55,10 @@ def from_numpy(np_dtype) -> dtype:
     if d is None:
         d = _FROM_NP.get(np.dtype(np_dtype))
         if d is None:
-            raise TypeError(f"can't convert np.ndarray of type {np.dtype(np_dtype)}. The only supported types are: "
-                            "float64, float32, float16, int64, int32, int16, int8, uint8, and bool.")
+            raise TypeError(
+                f"can't convert np.ndarray of type {np.dtype(np_dtype)}. The only supported types are: "
+                "float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
+            )
     return d
 
 

@@ -182,9 +182,11 @@ class Tensor:
         if value and not self._dtype.is_floating_point:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if not value and self.grad_fn is not None:
-            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a "
-                               "computed variable in a subgraph that doesn't require differentiation use "
-                               "var_no_grad = var.detach().")
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a "
+                "computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach()."
+            )
         self._rg = value
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -196,26 +198,37 @@ class Tensor:
         if self.grad_fn is not None and not self._retains_grad and self._grad is None:
             import warnings
 
-            warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
-                          "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
-                          "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf "
-                          "Tensor.", UserWarning, stacklevel=2)
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+                "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+                "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf "
+                "Tensor.",
+                UserWarning,
+                stacklevel=2,
+            )
         return self._grad
 
     @grad.setter
     def grad(self, value) -> None:
         if value is not None:
             if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
-                                f"{type(value).__name__}")
+                raise TypeError(
+                    f"assigned grad expected to be a Tensor or None but got grad of type "
+                    f"{type(value).__name__}"
+                )
             if value._shape != self._shape:
-                raise RuntimeError(f"assigned grad has data of a different size: grad {list(value._shape)} vs "
-                                   f"tensor {list(self._shape)}")
+                raise RuntimeError(
+                    f"assigned grad has data of a different size: grad {list(value._shape)} vs "
+                    f"tensor {list(self._shape)}"
+                )
             if value._dtype is not self._dtype:
-                raise RuntimeError(f"assigned grad has data of a different type: {value._dtype} vs {self._dtype}")
+                raise RuntimeError(
+                    f"assigned grad has data of a different type: {value._dtype} vs {self._dtype}"
+                )
             if value._storage.device != self._storage.device:
-                raise RuntimeError(f"assigned grad has data located on a different device: {value.device} vs "
-                                   f"{self.device}")
+                raise RuntimeError(
+                    f"assigned grad has data located on a different device: {value.device} vs {self.device}"
+                )
         self._grad = value
 
     @property
@@ -318,12 +331,15 @@ class Tensor:
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """Shares memory with the tensor on the CPU (like PyTorch)."""
         if self._rg and not force:
-            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
-                               "instead.")
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
+            )
         if self._storage.device.type != "cpu":
             if not force:
-                raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
-                                "copy the tensor to host memory first.")
+                raise TypeError(
+                    f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
+                    "copy the tensor to host memory first."
+                )
             return self._storage.backend.to_numpy(self._arr)
         return self._arr
 
@@ -334,8 +350,11 @@ class Tensor:
     def item(self):
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-        v = self._arr.reshape(()) if self._storage.device.type == "cpu" else self._storage.backend.to_numpy(
-            self._arr).reshape(())
+        v = (
+            self._arr.reshape(())
+            if self._storage.device.type == "cpu"
+            else self._storage.backend.to_numpy(self._arr).reshape(())
+        )
         return v.item()
 
     def tolist(self):
@@ -406,8 +425,11 @@ class Tensor:
     def is_pinned(self) -> bool:
         from .backend import cupy_backend
 
-        return self._storage.device.type == "cpu" and cupy_backend.available() and \
-            cupy_backend.is_pinned(self._storage.data)
+        return (
+            self._storage.device.type == "cpu"
+            and cupy_backend.available()
+            and cupy_backend.is_pinned(self._storage.data)
+        )
 
     def float(self) -> Tensor:
         return self.to(D.float32)
@@ -445,28 +467,41 @@ class Tensor:
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         from .ops.creation import tensor
 
-        return tensor(data, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+        return tensor(
+            data, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad
+        )
 
     def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
         from .ops.creation import zeros
 
-        return zeros(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+        return zeros(
+            *size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad
+        )
 
     def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
         from .ops.creation import ones
 
-        return ones(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+        return ones(
+            *size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad
+        )
 
     def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
         from .ops.creation import full
 
-        return full(size, fill_value, dtype=dtype or self._dtype, device=device or self.device,
-                    requires_grad=requires_grad)
+        return full(
+            size,
+            fill_value,
+            dtype=dtype or self._dtype,
+            device=device or self.device,
+            requires_grad=requires_grad,
+        )
 
     def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
         from .ops.creation import empty
 
-        return empty(*size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad)
+        return empty(
+            *size, dtype=dtype or self._dtype, device=device or self.device, requires_grad=requires_grad
+        )
 
     # ------------------------------------------------------------------ printing
     def __repr__(self) -> str:
@@ -491,13 +526,19 @@ class Tensor:
 
     def __deepcopy__(self, memo):
         if self.grad_fn is not None:
-            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
-                               "protocol at the moment.")
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                "protocol at the moment."
+            )
         from .autograd.grad_mode import no_grad
 
         with no_grad():
             new = self.clone()
-        new = type(self)._from_tensor(new, self._rg) if type(self) is not Tensor else new.requires_grad_(self._rg)
+        new = (
+            type(self)._from_tensor(new, self._rg)
+            if type(self) is not Tensor
+            else new.requires_grad_(self._rg)
+        )
         if self._grad is not None:
             new._grad = self._grad.clone()
         memo[id(self)] = new

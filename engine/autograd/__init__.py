@@ -1,4 +1,7 @@
-"""Autograd: reverse-mode differentiation over the graph that ops record (engine.autograd.grad, Function...)."""
+"""Autograd: reverse-mode differentiation over the graph that ops record.
+
+engine.autograd.grad, backward, Function, grad modes and gradcheck, like torch.autograd."""
+
 from __future__ import annotations
 
 from .backward import run_backward
@@ -25,16 +28,19 @@ def _make_grads(outputs, grad_outputs):
             if t.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not t._dtype.is_floating_point:
-                raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got "
-                                   f"{t._dtype.name}")
+                raise RuntimeError(
+                    f"grad can be implicitly created only for real scalar outputs but got {t._dtype.name}"
+                )
             g = ones_like(t)
         elif not hasattr(g, "_shape"):
             from ..ops.creation import full_like
 
             g = full_like(t, g)
         elif g._shape != t._shape:
-            raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {list(g._shape)} and output[0] "
-                               f"has a shape of {list(t._shape)}.")
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[0] has a shape of {list(g._shape)} and output[0] "
+                f"has a shape of {list(t._shape)}."
+            )
         out.append(g)
     return out
 
@@ -66,8 +72,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     grads = _make_grads(outputs, grads)
     if inputs is not None:
         inputs = _as_seq(inputs)
-        captured = run_backward(roots, grads, retain_graph, create_graph, inputs=inputs, allow_unused=True,
-                                accumulate=False)
+        captured = run_backward(
+            roots, grads, retain_graph, create_graph, inputs=inputs, allow_unused=True, accumulate=False
+        )
         from .backward import _accumulate_into_leaf
 
         for t, g in zip(inputs, captured):
@@ -81,8 +88,17 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     run_backward(roots, grads, retain_graph, create_graph)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
-         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph=None,
+    create_graph=False,
+    only_inputs=True,
+    allow_unused=None,
+    is_grads_batched=False,
+    materialize_grads=False,
+):
     """Return d(outputs)/d(inputs) without touching .grad."""
     outputs = _as_seq(outputs)
     single = not isinstance(inputs, (list, tuple))
@@ -94,8 +110,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         allow_unused = materialize_grads
     roots = _roots(outputs)
     grads = _make_grads(outputs, grads)
-    res = run_backward(roots, grads, retain_graph, create_graph, inputs=inputs, allow_unused=allow_unused,
-                       accumulate=False)
+    res = run_backward(
+        roots, grads, retain_graph, create_graph, inputs=inputs, allow_unused=allow_unused, accumulate=False
+    )
     if materialize_grads:
         from ..ops.creation import zeros_like
 
@@ -105,6 +122,21 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 from .gradcheck import gradcheck, gradgradcheck  # noqa: E402
 
-__all__ = ["Function", "Node", "AccumulateGrad", "backward", "grad", "no_grad", "enable_grad",
-           "set_grad_enabled", "inference_mode", "is_grad_enabled", "detect_anomaly", "set_detect_anomaly",
-           "is_anomaly_enabled", "scope", "gradcheck", "gradgradcheck"]
+__all__ = [
+    "Function",
+    "Node",
+    "AccumulateGrad",
+    "backward",
+    "grad",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "inference_mode",
+    "is_grad_enabled",
+    "detect_anomaly",
+    "set_detect_anomaly",
+    "is_anomaly_enabled",
+    "scope",
+    "gradcheck",
+    "gradgradcheck",
+]

@@ -20,11 +20,7 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool):
     var = node.variable
     if var is None or grad is None:
         return
-    if node._pre_hooks:
-        for _, fn in list(node._pre_hooks):
-            r = fn(grad)
-            if r is not None:
-                grad = r
+    # the leaf's tensor hooks already ran in run_backward (as this node's pre-hooks), before capture
     if var.grad is None:
         if create_graph:
             var.grad = grad
@@ -33,7 +29,11 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool):
             g = grad.detach()
             if (grad._base is not None or not grad.is_contiguous() or sys.getrefcount(grad) > 3
                     or sys.getrefcount(grad._storage) > 3 or g._shape != var._shape):
-                g = grad.detach().clone() if g._shape == var._shape else grad.detach().expand(var._shape).clone()
+                g = (
+                    grad.detach().clone()
+                    if g._shape == var._shape
+                    else grad.detach().expand(var._shape).clone()
+                )
             var.grad = g
     elif create_graph or var.grad.requires_grad:
         var.grad = var.grad + grad
@@ -47,8 +47,15 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool):
             fn((), (grad,))
 
 
-def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inputs=None,
-                 allow_unused: bool = False, accumulate: bool = True):
+def run_backward(
+    roots,
+    grad_roots,
+    retain_graph: bool,
+    create_graph: bool,
+    inputs=None,
+    allow_unused: bool = False,
+    accumulate: bool = True,
+):
     """roots: list of (node, output_nr). Returns the captured gradients for `inputs` (or None)."""
     from ..tensor import Tensor
 
@@ -189,10 +196,12 @@ def run_backward(roots, grad_roots, retain_graph: bool, create_graph: bool, inpu
         state.grad_enabled = prev_mode
 
     if inputs is not None:
-        for i, g in enumerate(captured):
+        for g in captured:
             if g is None and not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the "
-                                   "graph. Set allow_unused=True if this is the desired behavior.")
+                raise RuntimeError(
+                    "One of the differentiated Tensors appears to not have been used in the "
+                    "graph. Set allow_unused=True if this is the desired behavior."
+                )
         return tuple(captured)
     return None
 
@@ -229,8 +238,10 @@ def _check_grads(node, grads):
         grads = tuple(grads) + (None,) * (n_in - len(grads))
     elif len(grads) > n_in:
         if any(g is not None for g in grads[n_in:]):
-            raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
-                               f"(expected {n_in}, got {len(grads)})")
+            raise RuntimeError(
+                f"function {node.name()} returned an incorrect number of gradients "
+                f"(expected {n_in}, got {len(grads)})"
+            )
         grads = grads[:n_in]
     out = list(grads)
     for i, (nx, g) in enumerate(zip(node.next_functions, grads)):
@@ -242,8 +253,10 @@ def _check_grads(node, grads):
             try:
                 g = _sum_to(g, shape)
             except RuntimeError:
-                raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - got "
-                                   f"{list(g._shape)} but expected shape compatible with {list(shape)}") from None
+                raise RuntimeError(
+                    f"Function {node.name()} returned an invalid gradient at index {i} - got "
+                    f"{list(g._shape)} but expected shape compatible with {list(shape)}"
+                ) from None
         if g._dtype is not dtype and dtype.is_floating_point:
             g = g.to(dtype)
         out[i] = g
@@ -256,8 +269,12 @@ def _anomaly_check(node, grads):
     for i, g in enumerate(grads):
         if g is not None and _has_nan(g):
             if node._trace:
-                warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused the "
-                              f"error:\n{''.join(node._trace)}", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"Error detected in {node.name()}. Traceback of forward call that caused the "
+                    f"error:\n{''.join(node._trace)}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             scope = f" (in layer '{node.scope}')" if node.scope else ""
             err = RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.{scope}")
             err.node = node

@@ -1,4 +1,5 @@
-"""Graph nodes: Function (an op's forward and backward side by side; its instance is the ctx) and AccumulateGrad."""
+"""Graph nodes: Function (forward and backward side by side; its instance is the ctx) and AccumulateGrad."""
+
 from __future__ import annotations
 
 import itertools
@@ -13,7 +14,8 @@ FREED_MSG = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they have "
     "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
     "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
-    "if you need to access saved tensors after calling backward.")
+    "if you need to access saved tensors after calling backward."
+)
 
 
 _TENSOR_API = None
@@ -32,8 +34,19 @@ def _tensor_api():
 class Node:
     """A node of the backward graph. `next_functions[i]` is (node, output_nr) for forward input i."""
 
-    __slots__ = ("next_functions", "_input_meta", "_seq", "scope", "_pre_hooks", "_hooks", "_freed",
-                 "_trace", "_n_outputs", "__weakref__", "__dict__")
+    __slots__ = (
+        "next_functions",
+        "_input_meta",
+        "_seq",
+        "scope",
+        "_pre_hooks",
+        "_hooks",
+        "_freed",
+        "_trace",
+        "_n_outputs",
+        "__weakref__",
+        "__dict__",
+    )
 
     def name(self) -> str:
         return type(self).__name__
@@ -122,7 +135,8 @@ class Function(Node):
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by an inplace "
                     f"operation: [{t._dtype.name} tensor {list(t._shape)}]{where} is at version "
-                    f"{t._storage.version}; expected version {v} instead. (saved by {self.name()})")
+                    f"{t._storage.version}; expected version {v} instead. (saved by {self.name()})"
+                )
         return saved
 
     @property
@@ -135,7 +149,8 @@ class Function(Node):
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an inplace "
                 f"operation: the output of {self.name()} is at version {out._storage.version}; expected "
-                f"version {version} instead.")
+                f"version {version} instead."
+            )
         alias = out._alias()
         alias._rg = True
         alias.grad_fn = self

@@ -43,9 +43,13 @@ def _numerical_jacobian(fn, inputs, idx, out_index, eps):
         orig = arr[pos].copy()
         with enable_grad():
             arr[pos] = orig + eps
-            plus = _flat_outputs(fn(*inputs))[out_index].detach().numpy().astype(np.float64).reshape(-1).copy()
+            plus = (
+                _flat_outputs(fn(*inputs))[out_index].detach().numpy().astype(np.float64).reshape(-1).copy()
+            )
             arr[pos] = orig - eps
-            minus = _flat_outputs(fn(*inputs))[out_index].detach().numpy().astype(np.float64).reshape(-1).copy()
+            minus = (
+                _flat_outputs(fn(*inputs))[out_index].detach().numpy().astype(np.float64).reshape(-1).copy()
+            )
             arr[pos] = orig
         jac[k] = (plus - minus) / (2 * eps)
     return jac, seen, flat_positions
@@ -66,9 +70,20 @@ def _analytical_jacobian(fn, inputs, idx, out_index, n_out):
     return np.stack(rows, axis=1) if rows else np.zeros((x.numel(), 0))
 
 
-def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
-              raise_exception: bool = True, nondet_tol: float = 0.0, check_undefined_grad: bool = True,
-              check_grad_dtypes: bool = False, fast_mode: bool = False, **_ignored) -> bool:
+def gradcheck(
+    func,
+    inputs,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    nondet_tol: float = 0.0,
+    check_undefined_grad: bool = True,
+    check_grad_dtypes: bool = False,
+    fast_mode: bool = False,
+    **_ignored,
+) -> bool:
     """Compare autograd's Jacobian with central differences for every input that requires grad."""
     from ..tensor import Tensor
 
@@ -79,9 +94,12 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
         if inputs[i].dtype.itemsize != 8:
             import warnings
 
-            warnings.warn(f"Input #{i} requires gradient and is not a double precision floating point. This "
-                          "check will likely fail if all the inputs are not of double precision floating point.",
-                          UserWarning, stacklevel=2)
+            warnings.warn(
+                f"Input #{i} requires gradient and is not a double precision floating point. This "
+                "check will likely fail if all the inputs are not of double precision floating point.",
+                UserWarning,
+                stacklevel=2,
+            )
     outs = _flat_outputs(func(*inputs))
     for oi, out in enumerate(outs):
         for i in _tensor_inputs(inputs):
@@ -100,17 +118,29 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
                 num, ana = num[mask], ana[mask]
             if not np.allclose(ana, num, rtol=rtol, atol=atol):
                 diff = np.abs(ana - num).max()
-                msg = (f"Jacobian mismatch for output {oi} with respect to input {i},\nnumerical:{num}\n"
-                       f"analytical:{ana}\nmax abs difference {diff}")
+                msg = (
+                    f"Jacobian mismatch for output {oi} with respect to input {i},\nnumerical:{num}\n"
+                    f"analytical:{ana}\nmax abs difference {diff}"
+                )
                 if raise_exception:
                     raise GradcheckError(msg)
                 return False
     return True
 
 
-def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
-                  gen_non_contig_grad_outputs: bool = False, raise_exception: bool = True, **_ignored) -> bool:
-    """Check second derivatives: gradcheck of (inputs, grad_outputs) -> autograd.grad(..., create_graph=True)."""
+def gradgradcheck(
+    func,
+    inputs,
+    grad_outputs=None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    gen_non_contig_grad_outputs: bool = False,
+    raise_exception: bool = True,
+    **_ignored,
+) -> bool:
+    """Check second derivatives: gradcheck of (inputs, grad_outputs) -> grad(..., create_graph=True)."""
     from .. import autograd
     from ..ops.creation import randn
     from ..tensor import Tensor
@@ -131,5 +161,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
         gs = autograd.grad(o, [ins[i] for i in diff_idx], gos, create_graph=True, allow_unused=True)
         return tuple(g for g in gs if g is not None and g.requires_grad)
 
-    return gradcheck(first_grad, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
-                     raise_exception=raise_exception)
+    return gradcheck(
+        first_grad, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception
+    )

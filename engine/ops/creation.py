@@ -123,17 +123,23 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     # share a strided array: find its base buffer and express the strides in elements
     it = arr.itemsize
     if any(s % it for s in arr.strides) or any(s < 0 for s in arr.strides):
-        raise ValueError("At least one stride in the given numpy array is negative or not a multiple of the element "
-                         "size; this is not supported. (You can probably work around this by making a copy of your "
-                         "array with array.copy().)")
+        raise ValueError(
+            "At least one stride in the given numpy array is negative or not a multiple of the element "
+            "size; this is not supported. (You can probably work around this by making a copy of your "
+            "array with array.copy().)"
+        )
     from .. import _strides as S
     from ..tensor import Storage
 
     base = arr
     while isinstance(base.base, np.ndarray):
         base = base.base
-    start = (arr.__array_interface__["data"][0] - base.__array_interface__["data"][0])
-    flat = np.ndarray((base.nbytes // it,), arr.dtype, buffer=base, offset=0) if base.flags.c_contiguous else None
+    start = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    flat = (
+        np.ndarray((base.nbytes // it,), arr.dtype, buffer=base, offset=0)
+        if base.flags.c_contiguous
+        else None
+    )
     if flat is None or start % it:
         return _wrap_array(np.ascontiguousarray(arr))
     t = _wrap_array(np.zeros(0, dtype=arr.dtype))
@@ -162,8 +168,9 @@ def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return _finish(np.ones(_size(size), dtype=_dt(dtype).np), device, requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False,
-          memory_format=None) -> Tensor:
+def empty(
+    *size, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False, memory_format=None
+) -> Tensor:
     return _finish(np.empty(_size(size), dtype=_dt(dtype).np), device, requires_grad, pin_memory)
 
 
@@ -172,12 +179,17 @@ def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False)
         dtype = D.scalar_dtype(fill_value) if not isinstance(fill_value, Tensor) else fill_value.dtype
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    return _finish(np.full(_size((size,) if isinstance(size, int) else (size,)), fill_value,
-                           dtype=D.as_dtype(dtype).np), device, requires_grad)
+    return _finish(
+        np.full(_size((size,) if isinstance(size, int) else (size,)), fill_value, dtype=D.as_dtype(dtype).np),
+        device,
+        requires_grad,
+    )
 
 
 def _like(t: Tensor, dtype, device):
-    return (D.as_dtype(dtype) if dtype is not None else t._dtype), (device if device is not None else t.device)
+    return (D.as_dtype(dtype) if dtype is not None else t._dtype), (
+        device if device is not None else t.device
+    )
 
 
 def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
@@ -254,7 +266,9 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
     return _finish(_gen(generator, device).normal(_size(size), dt.np), device, requires_grad)
 
 
-def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+def randint(
+    low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False
+) -> Tensor:
     if size is None and isinstance(high, (tuple, list)):  # randint(high, size), like PyTorch
         high, size = None, high
     if high is None:
@@ -264,8 +278,11 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     dt = D.as_dtype(dtype) if dtype is not None else D.int64
-    return _finish(_gen(generator, device).integers(low, high, _size((size,)), np.int64).astype(dt.np), device,
-                   requires_grad)
+    return _finish(
+        _gen(generator, device).integers(low, high, _size((size,)), np.int64).astype(dt.np),
+        device,
+        requires_grad,
+    )
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -276,8 +293,10 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad=F
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         ref = mean if isinstance(mean, Tensor) else std
-        shape = np.broadcast_shapes(np.shape(mean._arr if isinstance(mean, Tensor) else mean),
-                                    np.shape(std._arr if isinstance(std, Tensor) else std))
+        shape = np.broadcast_shapes(
+            np.shape(mean._arr if isinstance(mean, Tensor) else mean),
+            np.shape(std._arr if isinstance(std, Tensor) else std),
+        )
         z = _finish(_gen(generator, ref.device).normal(shape, ref._dtype.np), ref.device, False)
         return z * std + mean
     if size is None:
@@ -338,7 +357,7 @@ def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -
 
 def random_(t: Tensor, low: int = 0, high: int | None = None, *, generator=None) -> Tensor:
     if high is None:
-        low, high = 0, low if low else 2 ** 24
+        low, high = 0, low if low else 2**24
     t._arr[...] = _gen(generator).integers(low, high, t._shape, np.int64)
     t._storage.version += 1
     return t

@@ -47,6 +47,8 @@ def _operands(a, b):
     """Backend arrays (or Python scalars) for a binary op, cast so the result has PyTorch's dtype."""
     if _is_t(a):
         if _is_t(b):
+            if a._shape != b._shape:
+                S.broadcast_shapes(a._shape, b._shape)  # a torch-like error naming both shapes
             if a._dtype is b._dtype:
                 if a._storage.device is not b._storage.device and a._shape and b._shape:
                     _device_error(a, b)
@@ -110,11 +112,15 @@ class Sub(Function):
     def forward(ctx, a, b, alpha=1):
         A, B, dt = _operands(a, b)
         if dt is D.bool_:
-            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
-                               "`^` or `logical_xor()` operator instead.")
+            raise RuntimeError(
+                "Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+                "`^` or `logical_xor()` operator instead."
+            )
         if any((x._dtype is D.bool_) if _is_t(x) else isinstance(x, (bool, np.bool_)) for x in (a, b)):
-            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
-                               "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+            raise RuntimeError(
+                "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                "trying to invert a mask, use the `~` or `logical_not()` operator instead."
+            )
         ctx.alpha = alpha
         return np.subtract(A, B) if alpha == 1 else np.subtract(A, np.multiply(B, alpha))
 
@@ -172,8 +178,9 @@ class Div(Function):
                 return np.trunc(np.true_divide(A, B)).astype(dt.np)
             q = np.floor_divide(np.abs(A), np.abs(B))
             return (q * np.sign(A) * np.sign(B)).astype(dt.np)
-        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
-                           f"'{rounding_mode}'")
+        raise RuntimeError(
+            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
+        )
 
     @staticmethod
     def backward(ctx, g):
@@ -218,9 +225,9 @@ class Pow(Function):
         if ctx.needs_input_grad[1]:
             base = a if a is not None else ctx.sa
             if a is None:
-                gb = g * (base ** b) * math.log(base) if base > 0 else g * (base ** b) * _nan_or_zero(base)
+                gb = g * (base**b) * math.log(base) if base > 0 else g * (base**b) * _nan_or_zero(base)
             else:
-                res = a ** b
+                res = a**b
                 mask = (a == 0) & (b >= 0)
                 gb = where(mask, 0.0, g * res * a.log())
         return ga, gb
@@ -242,7 +249,7 @@ class Maximum(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        tie = (a == b)
+        tie = a == b
         half = where(tie, g * 0.5, g)
         return where(a < b, 0.0, half), where(a > b, 0.0, half)
 
@@ -259,7 +266,7 @@ class Minimum(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        tie = (a == b)
+        tie = a == b
         half = where(tie, g * 0.5, g)
         return where(a > b, 0.0, half), where(a < b, 0.0, half)
 
@@ -353,8 +360,17 @@ def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False):
         (x,) = ctx.saved_tensors
         return grad(g, x, None)
 
-    cls = type(name, (Function,), {"_raw": True, "_save_output": save_out, "forward": staticmethod(forward),
-                                   "backward": staticmethod(backward), "__module__": __name__})
+    cls = type(
+        name,
+        (Function,),
+        {
+            "_raw": True,
+            "_save_output": save_out,
+            "forward": staticmethod(forward),
+            "backward": staticmethod(backward),
+            "__module__": __name__,
+        },
+    )
 
     def op(input):
         return cls.apply(input)
@@ -375,8 +391,7 @@ Log2, log2 = _unary("Log2", np.log2, lambda g, x, out: g / (x * math.log(2.0)))
 Log10, log10 = _unary("Log10", np.log10, lambda g, x, out: g / (x * math.log(10.0)))
 Log1p, log1p = _unary("Log1p", np.log1p, lambda g, x, out: g / (x + 1))
 Sqrt, sqrt = _unary("Sqrt", np.sqrt, lambda g, x, out: g / (out * 2), save_out=True)
-Rsqrt, rsqrt = _unary("Rsqrt", lambda a: 1 / np.sqrt(a), lambda g, x, out: g * (out ** 3) * -0.5,
-                      save_out=True)
+Rsqrt, rsqrt = _unary("Rsqrt", lambda a: 1 / np.sqrt(a), lambda g, x, out: g * (out**3) * -0.5, save_out=True)
 Abs, abs = _unary("Abs", np.abs, lambda g, x, out: g * x.sign(), float_only=False)
 Neg, neg = _unary("Neg", np.negative, lambda g, x, out: -g, float_only=False)
 Sin, sin = _unary("Sin", np.sin, lambda g, x, out: g * x.cos())
@@ -404,12 +419,17 @@ def _sigmoid_np(a):
 
 
 Sigmoid, sigmoid = _unary("Sigmoid", _sigmoid_np, lambda g, x, out: g * out * (1 - out), save_out=True)
-Relu, relu = _unary("Relu", lambda a: np.maximum(a, 0).astype(a.dtype, copy=False),
-                    lambda g, x, out: g * (out > 0), save_out=True, float_only=False)
+Relu, relu = _unary(
+    "Relu",
+    lambda a: np.maximum(a, 0).astype(a.dtype, copy=False),
+    lambda g, x, out: g * (out > 0),
+    save_out=True,
+    float_only=False,
+)
 
 
 def _erf_np(a):
-    # Abramowitz–Stegun 7.1.26 is too coarse for float64; use erf from math on float64, vectorised by frompyfunc
+    # Abramowitz–Stegun 7.1.26 is too coarse for float64: use math.erf on float64, vectorised by frompyfunc
     # only for small arrays, else a high-accuracy rational approximation (W. J. Cody's form, |err| < 1e-15).
     return _erf_cody(a)
 
@@ -422,8 +442,13 @@ def _erf_cody(x):
     out = np.empty_like(xd)
     small = ax < 0.5
     # erf(x) for |x| < 0.5: Taylor-like rational in x^2
-    a = (3.16112374387056560e00, 1.13864154151050156e02, 3.77485237685302021e02, 3.20937758913846947e03,
-         1.85777706184603153e-1)
+    a = (
+        3.16112374387056560e00,
+        1.13864154151050156e02,
+        3.77485237685302021e02,
+        3.20937758913846947e03,
+        1.85777706184603153e-1,
+    )
     b = (2.36012909523441209e01, 2.44024637934444173e02, 1.28261652607737228e03, 2.84423683343917062e03)
     xs = xd[small]
     z = xs * xs
@@ -434,11 +459,27 @@ def _erf_cody(x):
         den = (den + b[i]) * z
     out[small] = xs * (num + a[3]) / (den + b[3])
     # erfc(|x|) for 0.5 <= |x| < 4
-    c = (5.64188496988670089e-1, 8.88314979438837594e00, 6.61191906371416295e01, 2.98635138197400131e02,
-         8.81952221241769090e02, 1.71204761263407058e03, 2.05107837782607147e03, 1.23033935479799725e03,
-         2.15311535474403846e-8)
-    d = (1.57449261107098347e01, 1.17693950891312499e02, 5.37181101862009858e02, 1.62138957456669019e03,
-         3.29079923573345963e03, 4.36261909014324716e03, 3.43936767414372164e03, 1.23033935480374942e03)
+    c = (
+        5.64188496988670089e-1,
+        8.88314979438837594e00,
+        6.61191906371416295e01,
+        2.98635138197400131e02,
+        8.81952221241769090e02,
+        1.71204761263407058e03,
+        2.05107837782607147e03,
+        1.23033935479799725e03,
+        2.15311535474403846e-8,
+    )
+    d = (
+        1.57449261107098347e01,
+        1.17693950891312499e02,
+        5.37181101862009858e02,
+        1.62138957456669019e03,
+        3.29079923573345963e03,
+        4.36261909014324716e03,
+        3.43936767414372164e03,
+        1.23033935480374942e03,
+    )
     mid = (~small) & (ax < 4.0)
     y = ax[mid]
     num = c[8] * y
@@ -450,10 +491,21 @@ def _erf_cody(x):
     erfc *= np.exp(-y * y)
     out[mid] = np.sign(xd[mid]) * (1 - erfc)
     # erfc(|x|) for |x| >= 4
-    p = (3.05326634961232344e-1, 3.60344899949804439e-1, 1.25781726111229246e-1, 1.60837851487422766e-2,
-         6.58749161529837803e-4, 1.63153871373020978e-2)
-    q = (2.56852019228982242e00, 1.87295284992346725e00, 5.27905102951428412e-1, 6.05183413124413191e-2,
-         2.33520497626869185e-3)
+    p = (
+        3.05326634961232344e-1,
+        3.60344899949804439e-1,
+        1.25781726111229246e-1,
+        1.60837851487422766e-2,
+        6.58749161529837803e-4,
+        1.63153871373020978e-2,
+    )
+    q = (
+        2.56852019228982242e00,
+        1.87295284992346725e00,
+        5.27905102951428412e-1,
+        6.05183413124413191e-2,
+        2.33520497626869185e-3,
+    )
     big = ~(small | mid)
     y = ax[big]
     z = 1 / (y * y)
@@ -709,14 +761,17 @@ def _check_inplace(t: Tensor) -> None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         b = t._base
         if b is not None and b._rg and b.grad_fn is None:
-            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
-                               "operation.")
+            raise RuntimeError(
+                "a view of a leaf Variable that requires grad is being used in an in-place operation."
+            )
     if 0 in t._strides:
         for n, s in zip(t._shape, t._strides):
             if s == 0 and n > 1:
-                raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers "
-                                   "to a single memory location. Please clone() the tensor before performing the "
-                                   "operation.")
+                raise RuntimeError(
+                    "unsupported operation: more than one element of the written-to tensor refers "
+                    "to a single memory location. Please clone() the tensor before performing the "
+                    "operation."
+                )
 
 
 def _write(t: Tensor, r, op_name: str) -> None:
@@ -725,12 +780,23 @@ def _write(t: Tensor, r, op_name: str) -> None:
     rdt = r._dtype if _is_t(r) else None
     if rdt is not None:
         if r._shape != t._shape and S.broadcast_shapes(t._shape, r._shape) != t._shape:
-            raise RuntimeError(f"{op_name}: output with shape {list(t._shape)} doesn't match the broadcast shape "
-                               f"{list(S.broadcast_shapes(t._shape, r._shape))}")
-        if rdt._cat > t._dtype._cat and op_name not in ("copy_", "fill_", "index_put_", "masked_fill_",
-                                                       "setitem", "scatter_", "index_fill_"):
-            raise RuntimeError(f"{op_name}: result type {rdt.name.capitalize()} can't be cast to the desired output "
-                               f"type {t._dtype.name.capitalize()}")
+            raise RuntimeError(
+                f"{op_name}: output with shape {list(t._shape)} doesn't match the broadcast shape "
+                f"{list(S.broadcast_shapes(t._shape, r._shape))}"
+            )
+        if rdt._cat > t._dtype._cat and op_name not in (
+            "copy_",
+            "fill_",
+            "index_put_",
+            "masked_fill_",
+            "setitem",
+            "scatter_",
+            "index_fill_",
+        ):
+            raise RuntimeError(
+                f"{op_name}: result type {rdt.name.capitalize()} can't be cast to the desired output "
+                f"type {t._dtype.name.capitalize()}"
+            )
     np.copyto(t._arr, arr, casting="unsafe")
     t._storage.version += 1
 
@@ -763,13 +829,17 @@ def inplace(t: Tensor, fn, *args, op_name: str, needs_old: bool = True) -> Tenso
     r = fn(src, *args)
     if r._dtype is not t._dtype:
         if r._dtype._cat > t._dtype._cat:
-            raise RuntimeError(f"{op_name}: result type {r._dtype.name.capitalize()} can't be cast to the desired "
-                               f"output type {t._dtype.name.capitalize()}")
+            raise RuntimeError(
+                f"{op_name}: result type {r._dtype.name.capitalize()} can't be cast to the desired "
+                f"output type {t._dtype.name.capitalize()}"
+            )
         r = r.to(t._dtype)
     if r._shape != t._shape:
         if S.broadcast_shapes(t._shape, r._shape) != t._shape:
-            raise RuntimeError(f"{op_name}: output with shape {list(t._shape)} doesn't match the broadcast shape "
-                               f"{list(S.broadcast_shapes(t._shape, r._shape))}")
+            raise RuntimeError(
+                f"{op_name}: output with shape {list(t._shape)} doesn't match the broadcast shape "
+                f"{list(S.broadcast_shapes(t._shape, r._shape))}"
+            )
         r = r.expand(t._shape)
     np.copyto(t._arr, r._arr)
     t._storage.version += 1
@@ -787,8 +857,10 @@ def _rebase_history(t: Tensor, r: Tensor) -> None:
         t._rg = True
         return
     if not S.is_contiguous(base._shape, base._strides):
-        raise RuntimeError("in-place operation on a view of a non-contiguous tensor is not supported by autograd; "
-                           "clone() the base first")
+        raise RuntimeError(
+            "in-place operation on a view of a non-contiguous tensor is not supported by autograd; "
+            "clone() the base first"
+        )
     geom = (t._shape, t._strides, t._offset - base._offset)
     node = CopySlices._new_node((base, r))
     node.geom = geom
@@ -847,21 +919,26 @@ def _fast_inplace(np_fn, name, t: Tensor, other, alpha=1):
     B = other._arr if _is_t(other) else other
     if _is_t(other):
         if other._dtype._cat > t._dtype._cat:
-            raise RuntimeError(f"result type {other._dtype.name.capitalize()} can't be cast to the desired output "
-                               f"type {t._dtype.name.capitalize()}")
+            raise RuntimeError(
+                f"result type {other._dtype.name.capitalize()} can't be cast to the desired output "
+                f"type {t._dtype.name.capitalize()}"
+            )
         if other._storage.device is not t._storage.device and other._shape:
             _device_error(t, other)
     elif _scalar_cat(other) > t._dtype._cat:
-        raise RuntimeError(f"result type {'Float' if _scalar_cat(other) == 2 else 'Long'} can't be cast to the "
-                           f"desired output type {t._dtype.name.capitalize()}")
+        raise RuntimeError(
+            f"result type {'Float' if _scalar_cat(other) == 2 else 'Long'} can't be cast to the "
+            f"desired output type {t._dtype.name.capitalize()}"
+        )
     if alpha != 1:
         B = np.multiply(B, alpha)
     try:
         np_fn(t._arr, B, out=t._arr, casting="unsafe")
     except ValueError:
         bshape = S.broadcast_shapes(t._shape, other._shape if _is_t(other) else ())
-        raise RuntimeError(f"output with shape {list(t._shape)} doesn't match the broadcast shape "
-                           f"{list(bshape)}") from None
+        raise RuntimeError(
+            f"output with shape {list(t._shape)} doesn't match the broadcast shape {list(bshape)}"
+        ) from None
     t._storage.version += 1
     return t
 
@@ -962,8 +1039,14 @@ maximum_ = _make_inplace(maximum, "maximum_")
 
 def addcmul_(t, tensor1, tensor2, *, value=1):
     if _needs_graph(t, (tensor1, tensor2)):
-        return inplace(t, lambda s, a, b: addcmul(s, a, b, value=value), tensor1, tensor2, op_name="addcmul_",
-                       needs_old=False)
+        return inplace(
+            t,
+            lambda s, a, b: addcmul(s, a, b, value=value),
+            tensor1,
+            tensor2,
+            op_name="addcmul_",
+            needs_old=False,
+        )
     _check_inplace(t)
     prod = np.multiply(tensor1._arr, tensor2._arr)
     if value != 1:
@@ -975,8 +1058,14 @@ def addcmul_(t, tensor1, tensor2, *, value=1):
 
 def addcdiv_(t, tensor1, tensor2, *, value=1):
     if _needs_graph(t, (tensor1, tensor2)):
-        return inplace(t, lambda s, a, b: addcdiv(s, a, b, value=value), tensor1, tensor2, op_name="addcdiv_",
-                       needs_old=False)
+        return inplace(
+            t,
+            lambda s, a, b: addcdiv(s, a, b, value=value),
+            tensor1,
+            tensor2,
+            op_name="addcdiv_",
+            needs_old=False,
+        )
     _check_inplace(t)
     q = np.true_divide(tensor1._arr, tensor2._arr)
     if value != 1:

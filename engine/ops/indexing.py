@@ -75,9 +75,11 @@ def _check_bool_shapes(index: tuple, x: Tensor) -> None:
         if hasattr(i, "dtype") and i.dtype == bool and i.ndim:
             for k, n in enumerate(i.shape):
                 if d + k < x.ndim and x._shape[d + k] != n:
-                    raise IndexError(f"The shape of the mask [{', '.join(map(str, i.shape))}] at index {k} does not "
-                                     f"match the shape of the indexed tensor [{', '.join(map(str, x._shape))}] at "
-                                     f"index {d + k}")
+                    raise IndexError(
+                        f"The shape of the mask [{', '.join(map(str, i.shape))}] at index {k} does not "
+                        f"match the shape of the indexed tensor [{', '.join(map(str, x._shape))}] at "
+                        f"index {d + k}"
+                    )
             d += i.ndim
         else:
             d += 1
@@ -121,8 +123,10 @@ def getitem(x: Tensor, index) -> Tensor:
     index = _normalise_index(index)
     if _is_basic(index):
         if not x._shape and index and index[0] is not None and index[0] is not Ellipsis:
-            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` "
-                             "in C++ to convert a 0-dim tensor to a number")
+            raise IndexError(
+                "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` "
+                "in C++ to convert a 0-dim tensor to a number"
+            )
         return basic_getitem(x, _basic_form(index))
     idx = _array_index(index, x)
     _check_bool_shapes(idx, x)
@@ -170,14 +174,15 @@ def setitem(x: Tensor, index, value) -> None:
     index = _normalise_index(index)
     value = _value_for(x, value)
     if _is_basic(index):
-        from ..autograd.grad_mode import no_grad
+        from ..autograd.grad_mode import no_grad, state
 
         basic = _basic_form(index)
-        if isinstance(value, Tensor) and value._rg or x._rg:
-            view = basic_getitem(x, basic) if x.grad_fn is not None or not x._rg else None
-            if view is None:
-                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-            E.copy_(view, value)
+        if state.grad_enabled and (isinstance(value, Tensor) and value._rg or x._rg):
+            if x._rg and x.grad_fn is None:
+                raise RuntimeError(
+                    "a view of a leaf Variable that requires grad is being used in an in-place operation."
+                )
+            E.copy_(basic_getitem(x, basic), value)
             return
         with no_grad():
             view = basic_getitem(x, basic)
@@ -196,8 +201,9 @@ def setitem(x: Tensor, index, value) -> None:
 def index_put_(x: Tensor, indices, values, accumulate: bool = False, *, _converted=False) -> Tensor:
     idx = indices if _converted else _array_index(tuple(indices), x)
     values = _value_for(x, values)
-    return E.inplace(x, lambda s, v: IndexPut.apply(s, v, idx, accumulate), values, op_name="index_put_",
-                     needs_old=False)
+    return E.inplace(
+        x, lambda s, v: IndexPut.apply(s, v, idx, accumulate), values, op_name="index_put_", needs_old=False
+    )
 
 
 def index_put(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
@@ -227,14 +233,20 @@ def _check_gather(name, x: Tensor, dim: int, index: Tensor, src_shape=None):
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     for d in range(index.ndim):
         if d != dim and index._shape[d] > x._shape[d]:
-            raise RuntimeError(f"Size does not match at dimension {d} expected index {list(index._shape)} to be no "
-                               f"larger than self {list(x._shape)} apart from dimension {dim}")
+            raise RuntimeError(
+                f"Size does not match at dimension {d} expected index {list(index._shape)} to be no "
+                f"larger than self {list(x._shape)} apart from dimension {dim}"
+            )
         if src_shape is not None and index._shape[d] > src_shape[d]:
-            raise RuntimeError(f"Size does not match at dimension {d} expected index {list(index._shape)} to be no "
-                               f"larger than src {list(src_shape)}")
+            raise RuntimeError(
+                f"Size does not match at dimension {d} expected index {list(index._shape)} to be no "
+                f"larger than src {list(src_shape)}"
+            )
     n = x._shape[dim] if x._shape else 1
     if index.numel() and (int(index._arr.max()) >= n or int(index._arr.min()) < -n):
-        raise RuntimeError(f"index {int(index._arr.max())} is out of bounds for dimension {dim} with size {n}")
+        raise RuntimeError(
+            f"index {int(index._arr.max())} is out of bounds for dimension {dim} with size {n}"
+        )
 
 
 class Gather(Function):
@@ -290,8 +302,9 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 
 
 def scatter_add_(input, dim, index, src):
-    return E.inplace(input, lambda s, i, v: scatter_add(s, dim, i, v), index, src, op_name="scatter_add_",
-                     needs_old=False)
+    return E.inplace(
+        input, lambda s, i, v: scatter_add(s, dim, i, v), index, src, op_name="scatter_add_", needs_old=False
+    )
 
 
 def scatter_into_zeros(shape, dim: int, index: Tensor, src: Tensor) -> Tensor:
@@ -342,11 +355,23 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
 
 
 def scatter_(input, dim, index, src=None, *, value=None, reduce=None):
-    return E.inplace(input, lambda s: scatter(s, dim, index, src, value=value, reduce=reduce),
-                     *(() if not isinstance(src, Tensor) else ()), op_name="scatter_", needs_old=False) \
-        if not isinstance(src, Tensor) else \
-        E.inplace(input, lambda s, v: scatter(s, dim, index, v, reduce=reduce), src, op_name="scatter_",
-                  needs_old=False)
+    return (
+        E.inplace(
+            input,
+            lambda s: scatter(s, dim, index, src, value=value, reduce=reduce),
+            *(() if not isinstance(src, Tensor) else ()),
+            op_name="scatter_",
+            needs_old=False,
+        )
+        if not isinstance(src, Tensor)
+        else E.inplace(
+            input,
+            lambda s, v: scatter(s, dim, index, v, reduce=reduce),
+            src,
+            op_name="scatter_",
+            needs_old=False,
+        )
+    )
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -368,8 +393,13 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
 
 
 def index_add_(input, dim, index, source, *, alpha=1):
-    return E.inplace(input, lambda s, v: index_add(s, dim, index, v, alpha=alpha), source, op_name="index_add_",
-                     needs_old=False)
+    return E.inplace(
+        input,
+        lambda s, v: index_add(s, dim, index, v, alpha=alpha),
+        source,
+        op_name="index_add_",
+        needs_old=False,
+    )
 
 
 def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
@@ -379,13 +409,18 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     if mask._dtype is not D.bool_:
-        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{mask._dtype.name}")
+        raise RuntimeError(
+            f"masked_fill_ only supports boolean masks, but got mask with dtype {mask._dtype.name}"
+        )
     if isinstance(value, Tensor) and value.ndim:
-        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-                           f"{value.ndim} dimension(s).")
+        raise RuntimeError(
+            f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+            f"{value.ndim} dimension(s)."
+        )
     if S.broadcast_shapes(input._shape, mask._shape) != input._shape:
-        raise RuntimeError(f"The size of tensor a ({input._shape}) must match the size of tensor b ({mask._shape})")
+        raise RuntimeError(
+            f"The size of tensor a ({input._shape}) must match the size of tensor b ({mask._shape})"
+        )
     if isinstance(value, Tensor):
         value = value.to(input._dtype)
     elif input._dtype._cat < E._scalar_cat(value):
@@ -429,5 +464,13 @@ def take(input: Tensor, index: Tensor) -> Tensor:
 
 
 def take_along_dim(input, indices, dim):
-    return gather(input, dim, indices.expand(*[max(a, b) if i != S.wrap_dim(dim, input.ndim) else b
-                                               for i, (a, b) in enumerate(zip(input._shape, indices._shape))]))
+    return gather(
+        input,
+        dim,
+        indices.expand(
+            *[
+                max(a, b) if i != S.wrap_dim(dim, input.ndim) else b
+                for i, (a, b) in enumerate(zip(input._shape, indices._shape))
+            ]
+        ),
+    )

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _strides as S
 from ..amp import _state as _amp_state
 from ..amp import autocast_cast
 from ..autograd.function import Function
@@ -67,6 +68,14 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{list(b._shape[:-2])}, {a._shape[-1]}] but got: {list(b._shape)}; matmul of "
                            f"{list(input._shape)} and {list(other._shape)}")
+    if a._shape[:-2] != b._shape[:-2]:
+        try:
+            S.broadcast_shapes(a._shape[:-2], b._shape[:-2])
+        except RuntimeError as e:
+            raise RuntimeError(
+                f"matmul: batch dimensions of {list(input._shape)} and {list(other._shape)} do not "
+                f"broadcast: {e}"
+            ) from None
     out = Matmul.apply(a, b)
     if da == 1:
         out = out.squeeze(-2)
@@ -85,8 +94,10 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 3 or mat2.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor" if input.ndim != 3 else "batch2 must be a 3D tensor")
     if input._shape[0] != mat2._shape[0]:
-        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{input._shape[0]}, "
-                           f"{input._shape[2]}] but got: [{mat2._shape[0]}, {mat2._shape[1]}].")
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: [{input._shape[0]}, "
+            f"{input._shape[2]}] but got: [{mat2._shape[0]}, {mat2._shape[1]}]."
+        )
     return matmul(input, mat2)
 
 
@@ -149,8 +160,10 @@ def einsum(equation: str, *operands):
     aligned = []
     for spec, t in zip(ins, operands):
         if len(spec) != t.ndim:
-            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(spec)}) does not match "
-                               f"the number of dimensions ({t.ndim}) for operand")
+            raise RuntimeError(
+                f"einsum(): the number of subscripts in the equation ({len(spec)}) does not match "
+                f"the number of dimensions ({t.ndim}) for operand"
+            )
         # repeated letters in one operand: take the diagonal
         while len(set(spec)) != len(spec):
             for c in spec:
@@ -158,13 +171,15 @@ def einsum(equation: str, *operands):
                     i = spec.index(c)
                     j = spec.index(c, i + 1)
                     t = t.diagonal(0, i, j)
-                    spec = spec[:i] + spec[i + 1:j] + spec[j + 1:] + c
+                    spec = spec[:i] + spec[i + 1 : j] + spec[j + 1 :] + c
                     break
         for c, n in zip(spec, t._shape):
             sizes[c] = max(sizes.get(c, 1), n)
         perm = [spec.index(c) for c in all_letters if c in spec]
         t = t.permute(perm) if perm else t
-        shape = [t._shape[[c for c in all_letters if c in spec].index(c)] if c in spec else 1 for c in all_letters]
+        shape = [
+            t._shape[[c for c in all_letters if c in spec].index(c)] if c in spec else 1 for c in all_letters
+        ]
         aligned.append(t.reshape(shape))
     prod = aligned[0]
     for t in aligned[1:]:

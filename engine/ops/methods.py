@@ -36,7 +36,8 @@ METHODS = {
     "fmod": E.fmod, "pow": E.pow, "maximum": E.maximum, "minimum": E.minimum, "lerp": E.lerp,
     "addcmul": E.addcmul, "addcdiv": E.addcdiv, "atan2": E.atan2,
     "add_": E.add_, "sub_": E.sub_, "mul_": E.mul_, "div_": E.div_, "pow_": E.pow_, "copy_": E.copy_,
-    "fill_": E.fill_, "zero_": E.zero_, "clamp_": E.clamp_, "clamp_min_": E.clamp_min_, "clamp_max_": E.clamp_max_,
+    "fill_": E.fill_, "zero_": E.zero_, "clamp_": E.clamp_, "clamp_min_": E.clamp_min_,
+    "clamp_max_": E.clamp_max_,
     "exp_": E.exp_, "log_": E.log_, "sqrt_": E.sqrt_, "neg_": E.neg_, "abs_": E.abs_, "relu_": E.relu_,
     "sigmoid_": E.sigmoid_, "tanh_": E.tanh_, "floor_": E.floor_, "ceil_": E.ceil_, "round_": E.round_,
     "reciprocal_": E.reciprocal_, "sign_": E.sign_, "lerp_": E.lerp_, "addcmul_": E.addcmul_,
@@ -44,7 +45,8 @@ METHODS = {
     # unary
     "exp": E.exp, "exp2": E.exp2, "expm1": E.expm1, "log": E.log, "log2": E.log2, "log10": E.log10,
     "log1p": E.log1p, "sqrt": E.sqrt, "rsqrt": E.rsqrt, "abs": E.abs, "absolute": E.abs, "neg": E.neg,
-    "negative": E.neg, "sin": E.sin, "cos": E.cos, "tan": E.tan, "asin": E.asin, "acos": E.acos, "atan": E.atan,
+    "negative": E.neg, "sin": E.sin, "cos": E.cos, "tan": E.tan, "asin": E.asin, "acos": E.acos,
+    "atan": E.atan,
     "sinh": E.sinh, "cosh": E.cosh, "tanh": E.tanh, "sigmoid": E.sigmoid, "relu": E.relu, "erf": E.erf,
     "reciprocal": E.reciprocal, "square": E.square, "sign": E.sign, "floor": E.floor, "ceil": E.ceil,
     "trunc": E.trunc, "frac": E.frac, "round": E.round, "clamp": E.clamp, "clip": E.clamp,
@@ -100,7 +102,8 @@ METHODS = {
     "__xor__": lambda a, b: E.bitwise_xor(a, b), "__rand__": lambda a, b: E.bitwise_and(b, a),
     "__ror__": lambda a, b: E.bitwise_or(b, a), "__rxor__": lambda a, b: E.bitwise_xor(b, a),
     "__invert__": E.bitwise_not,
-    "__iadd__": _iop(E.add_), "__isub__": _iop(E.sub_), "__imul__": _iop(E.mul_), "__itruediv__": _iop(E.div_),
+    "__iadd__": _iop(E.add_), "__isub__": _iop(E.sub_), "__imul__": _iop(E.mul_),
+    "__itruediv__": _iop(E.div_),
 }
 
 PROPERTIES = {"T": V.T, "mT": V.mT}

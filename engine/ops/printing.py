@@ -9,8 +9,13 @@ from .. import dtypes as D
 def _fmt_array(a: np.ndarray) -> str:
     if a.dtype.kind == "f":
         finite = a[np.isfinite(a)]
-        ints = finite.size == 0 or bool(np.all(finite == np.round(finite))) and np.abs(finite).max(initial=0) < 1e8
+        ints = (
+            finite.size == 0
+            or bool(np.all(finite == np.round(finite)))
+            and np.abs(finite).max(initial=0) < 1e8
+        )
         if ints:
+
             def fmt(v):
                 return "nan" if np.isnan(v) else ("inf" if v > 0 else "-inf") if np.isinf(v) else f"{v:.0f}."
         else:
@@ -24,11 +29,19 @@ def _fmt_array(a: np.ndarray) -> str:
                 if np.isinf(v):
                     return "inf" if v > 0 else "-inf"
                 return f"{v:.4e}" if sci else f"{v:.4f}"
-        return np.array2string(a, separator=", ", formatter={"float_kind": fmt}, threshold=1000, edgeitems=3,
-                               max_line_width=80)
+
+        return np.array2string(
+            a, separator=", ", formatter={"float_kind": fmt}, threshold=1000, edgeitems=3, max_line_width=80
+        )
     if a.dtype == np.bool_:
-        return np.array2string(a, separator=", ", formatter={"bool": lambda v: "True" if v else "False"},
-                               threshold=1000, edgeitems=3, max_line_width=80)
+        return np.array2string(
+            a,
+            separator=", ",
+            formatter={"bool": lambda v: "True" if v else "False"},
+            threshold=1000,
+            edgeitems=3,
+            max_line_width=80,
+        )
     return np.array2string(a, separator=", ", threshold=1000, edgeitems=3, max_line_width=80)
 
 

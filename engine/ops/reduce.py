@@ -69,7 +69,9 @@ class SumToSize(Function):
     def forward(ctx, x, shape):
         ctx.in_shape = x._shape
         lead = len(x._shape) - len(shape)
-        axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and x._shape[i + lead] != 1)
+        axes = tuple(range(lead)) + tuple(
+            i + lead for i, n in enumerate(shape) if n == 1 and x._shape[i + lead] != 1
+        )
         r = np.sum(x._arr, axis=axes, keepdims=True) if axes else x._arr
         return r.reshape(shape)
 
@@ -89,8 +91,10 @@ def sum_to_size(x: Tensor, shape) -> Tensor:
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     if not input._dtype.is_floating_point and dtype is None:
-        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
-                           f"complex dtype. Got: {input._dtype.name.capitalize()}")
+        raise RuntimeError(
+            f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
+            f"complex dtype. Got: {input._dtype.name.capitalize()}"
+        )
     axes = _axes(input, dim)
     n = 1
     for a in axes:
@@ -118,8 +122,9 @@ class Var(Function):
         (x,) = ctx.saved_tensors
         m = x.mean(dim=ctx.axes, keepdim=True)
         g = _expand_back(g, x._shape, ctx.axes, ctx.keepdim)
-        return g * (x - m) * (2.0 / (ctx.n - ctx.correction)) if ctx.n - ctx.correction > 0 else \
-            g * float("nan")
+        return (
+            g * (x - m) * (2.0 / (ctx.n - ctx.correction)) if ctx.n - ctx.correction > 0 else g * float("nan")
+        )
 
 
 def _correction(unbiased, correction):
@@ -194,8 +199,10 @@ class MaxMin(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim, is_max):
         if x.numel() == 0:
-            raise RuntimeError(f"{'max' if is_max else 'min'}(): Expected reduction dim to be specified for "
-                               "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
+            raise RuntimeError(
+                f"{'max' if is_max else 'min'}(): Expected reduction dim to be specified for "
+                "input.numel() == 0. Specify the reduction dim with the 'dim' argument."
+            )
         r = (np.max if is_max else np.min)(x._arr, axis=axes, keepdims=True)
         ctx.save_for_backward(x)
         ctx.axes, ctx.keepdim, ctx.r = axes, keepdim, r
@@ -205,7 +212,7 @@ class MaxMin(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         r = _wrap_array(ctx.r)
-        mask = (x == r)
+        mask = x == r
         count = mask.sum(dim=ctx.axes, keepdim=True)
         g = _expand_back(g, x._shape, ctx.axes, ctx.keepdim)
         return g * mask / count
@@ -227,7 +234,9 @@ class MaxMinDim(Function):
     @staticmethod
     def forward(ctx, x, d, keepdim, is_max):
         if x._shape and x._shape[d] == 0:
-            raise IndexError(f"{'max' if is_max else 'min'}(): Expected reduction dim {d} to have non-zero size.")
+            raise IndexError(
+                f"{'max' if is_max else 'min'}(): Expected reduction dim {d} to have non-zero size."
+            )
         a = x._arr
         if not x._shape:
             idx = np.zeros((), dtype=np.int64)
@@ -354,8 +363,10 @@ class L2Norm(Function):
 
 def _l2norm(input, dim, keepdim):
     if not input._dtype.is_floating_point:
-        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
-                           f"{input._dtype.name.capitalize()}")
+        raise RuntimeError(
+            f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+            f"{input._dtype.name.capitalize()}"
+        )
     return L2Norm.apply(input, _axes(input, dim), keepdim)
 
 
@@ -372,8 +383,11 @@ def any(input, dim=None, keepdim=False):
 
 
 def count_nonzero(input, dim=None):
-    return _wrap_array(np.asarray(np.count_nonzero(input._arr, axis=None if dim is None else _axes(input, dim)),
-                                  dtype=np.int64))
+    return _wrap_array(
+        np.asarray(
+            np.count_nonzero(input._arr, axis=None if dim is None else _axes(input, dim)), dtype=np.int64
+        )
+    )
 
 
 class Cumsum(Function):
@@ -451,8 +465,12 @@ def _softmax_dim(input, dim):
     if dim is None:
         import warnings
 
-        warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call to include "
-                      "dim=X as an argument.", UserWarning, stacklevel=3)
+        warnings.warn(
+            "Implicit dimension choice for softmax has been deprecated. Change the call to include "
+            "dim=X as an argument.",
+            UserWarning,
+            stacklevel=3,
+        )
         dim = 0 if input.ndim in (0, 1, 3) else 1
     return S.wrap_dim(dim, len(input._shape)) if input._shape else 0
 

@@ -51,11 +51,15 @@ def cat(tensors, dim: int = 0) -> Tensor:
             raise RuntimeError(f"Tensors must have same number of dimensions: got {nd} and {t.ndim}")
         for k in range(nd):
             if k != d and t._shape[k] != ref._shape[k]:
-                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
-                                   f"{ref._shape[k]} but got size {t._shape[k]} for tensor number {i} in the list.")
+                raise RuntimeError(
+                    f"Sizes of tensors must match except in dimension {d}. Expected size "
+                    f"{ref._shape[k]} but got size {t._shape[k]} for tensor number {i} in the list."
+                )
         if t._storage.device != ref._storage.device:
-            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                               f"{ref.device} and {t.device}!")
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found at least two devices, "
+                f"{ref.device} and {t.device}!"
+            )
     dtype = tensors[0]._dtype
     for t in tensors[1:]:
         dtype = D.promote_types(dtype, t._dtype)
@@ -73,8 +77,10 @@ def stack(tensors, dim: int = 0) -> Tensor:
     shape = tensors[0]._shape
     for i, t in enumerate(tensors):
         if t._shape != shape:
-            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 and "
-                               f"{list(t._shape)} at entry {i}")
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 and "
+                f"{list(t._shape)} at entry {i}"
+            )
     d = S.wrap_dim(dim, len(shape) + 1)
     return cat([t.unsqueeze(d) for t in tensors], d)
 
@@ -142,8 +148,9 @@ def repeat(input: Tensor, *sizes) -> Tensor:
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     if len(sizes) < input.ndim:
-        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of "
-                           "tensor")
+        raise RuntimeError(
+            "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor"
+        )
     lead = len(sizes) - input.ndim
     x = input.reshape((1,) * lead + input._shape)
     # expand an inserted axis before each dim, then merge: a view then one copy
@@ -288,6 +295,8 @@ class ConstantPad(Function):
 
 def constant_pad(input, pad, value=0.0):
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the number of dimensions; got "
-                           f"{len(pad)} for a {input.ndim}-D input")
+        raise RuntimeError(
+            f"Padding length must be divisible by 2 and at most twice the number of dimensions; got "
+            f"{len(pad)} for a {input.ndim}-D input"
+        )
     return ConstantPad.apply(input, tuple(int(p) for p in pad), value)

@@ -121,4 +121,5 @@ def bincount(input: Tensor, weights=None, minlength: int = 0) -> Tensor:
 
 def searchsorted(sorted_sequence: Tensor, values, *, right: bool = False):
     v = values._arr if isinstance(values, Tensor) else values
-    return _wrap_array(np.searchsorted(sorted_sequence._arr, v, side="right" if right else "left").astype(np.int64))
+    side = "right" if right else "left"
+    return _wrap_array(np.searchsorted(sorted_sequence._arr, v, side=side).astype(np.int64))

@@ -36,8 +36,10 @@ def view(x: Tensor, *shape) -> Tensor:
     shape = S.infer_size(_shape_arg(shape), S.numel(x._shape))
     strides = S.view_strides(x._shape, x._strides, shape)
     if strides is None:
-        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one dimension "
-                           "spans across two contiguous subspaces). Use .reshape(...) instead.")
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one dimension "
+            "spans across two contiguous subspaces). Use .reshape(...) instead."
+        )
     return View.apply(x, shape, strides)
 
 
@@ -178,7 +180,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     d = S.wrap_dim(dim, x.ndim)
     sizes = S.infer_size(tuple(sizes), x._shape[d])
-    return reshape(x, x._shape[:d] + tuple(sizes) + x._shape[d + 1:])
+    return reshape(x, x._shape[:d] + tuple(sizes) + x._shape[d + 1 :])
 
 
 def ravel(x: Tensor) -> Tensor:
@@ -238,7 +240,9 @@ def select(x: Tensor, dim: int, index: int) -> Tensor:
     d = S.wrap_dim(dim, x.ndim)
     n = x._shape[d]
     if not -n <= index < n:
-        raise IndexError(f"select(): index {index} out of range for tensor of size {list(x._shape)} at dimension {d}")
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(x._shape)} at dimension {d}"
+        )
     return Slice.apply(x, (slice(None),) * d + (int(index),))
 
 
@@ -249,13 +253,17 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
         if step <= 0 and n > 0:
-            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+            raise RuntimeError(
+                f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}"
+            )
         sizes = [min(step, n - s) for s in range(0, n, step)] if step else [0]
     else:
         sizes = list(split_size_or_sections)
         if sum(sizes) != n:
-            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
-                               f"dimension {d}), but got split_sizes={sizes}")
+            raise RuntimeError(
+                f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                f"dimension {d}), but got split_sizes={sizes}"
+            )
     out, start = [], 0
     for s in sizes:
         out.append(narrow(x, d, start, s))
@@ -316,8 +324,10 @@ class AsStrided(Function):
     def forward(ctx, x, shape, strides, offset, logical_geom=None):
         limit = x._storage.data.size
         if S.numel(shape) and S.max_offset(shape, strides, offset) >= limit:
-            raise RuntimeError(f"setStorage: sizes {list(shape)}, strides {list(strides)}, storage offset {offset} "
-                               f"require a storage of more than {limit} elements")
+            raise RuntimeError(
+                f"setStorage: sizes {list(shape)}, strides {list(strides)}, storage offset {offset} "
+                f"require a storage of more than {limit} elements"
+            )
         if logical_geom is not None:
             # unfold/diagonal: the same view taken of a contiguous copy, so backward maps gradients to the
             # input's elements, not its memory (which an expanded input shares between elements)

@@ -42,9 +42,9 @@ OPS = {
     "sub_alpha": (lambda a, b: a.sub(b, alpha=2.0), [(3, 4), (3, 1)], None),
     "mul": (lambda a, b: a * b, [(3, 4), (3, 4)], None),
     "div": (lambda a, b: a / b, [(3, 4), (3, 4)], (0.5, 2.0)),
-    "pow_tensor": (lambda a, b: a ** b, [(3, 4), (3, 4)], POS),
-    "pow_scalar": (lambda a: a ** 3, [(3, 4)], None),
-    "rpow": (lambda a: 2.0 ** a, [(3, 4)], None),
+    "pow_tensor": (lambda a, b: a**b, [(3, 4), (3, 4)], POS),
+    "pow_scalar": (lambda a: a**3, [(3, 4)], None),
+    "rpow": (lambda a: 2.0**a, [(3, 4)], None),
     "maximum": (lambda a, b: a.maximum(b), [(3, 4), (3, 4)], None),
     "minimum": (lambda a, b: a.minimum(b), [(3, 4), (4,)], None),
     "atan2": (lambda a, b: a.atan2(b), [(3, 4), (3, 4)], POS),
@@ -88,9 +88,16 @@ OPS = {
     "getitem_slices": (lambda a: a[::2, 1:3], [(3, 4)], None),
     "setitem_nonleaf": (lambda a, b: _setitem(a, b), [(3, 4), (4,)], None),
     "gather": (lambda a: a.gather(1, engine.tensor([[0, 0], [3, 1], [2, 2]])), [(3, 4)], None),
-    "scatter_add": (lambda a, s: a.scatter_add(1, engine.tensor([[0, 0], [3, 1], [2, 2]]), s), [(3, 4), (3, 2)],
-                    None),
-    "scatter": (lambda a, s: a.scatter(1, engine.tensor([[0, 1], [3, 1], [2, 0]]), s), [(3, 4), (3, 2)], None),
+    "scatter_add": (
+        lambda a, s: a.scatter_add(1, engine.tensor([[0, 0], [3, 1], [2, 2]]), s),
+        [(3, 4), (3, 2)],
+        None,
+    ),
+    "scatter": (
+        lambda a, s: a.scatter(1, engine.tensor([[0, 1], [3, 1], [2, 0]]), s),
+        [(3, 4), (3, 2)],
+        None,
+    ),
     "index_select": (lambda a: a.index_select(1, engine.tensor([3, 0, 3])), [(3, 4)], None),
     "index_add": (lambda a, s: a.index_add(0, engine.tensor([0, 2, 0]), s), [(3, 4), (3, 4)], None),
     "masked_fill": (lambda a: a.masked_fill(engine.tensor([True, False, True, False]), 0.5), [(3, 4)], None),
@@ -115,10 +122,31 @@ OPS = {
 }
 
 UNARY_DOMAINS = {
-    "exp": None, "exp2": None, "expm1": None, "log": POS, "log2": POS, "log10": POS, "log1p": POS, "sqrt": POS,
-    "rsqrt": POS, "abs": None, "neg": None, "sin": None, "cos": None, "tan": (-1.0, 1.0), "asin": (-0.9, 0.9),
-    "acos": (-0.9, 0.9), "atan": None, "sinh": None, "cosh": None, "tanh": None, "sigmoid": None, "relu": None,
-    "erf": None, "reciprocal": POS, "square": None,
+    "exp": None,
+    "exp2": None,
+    "expm1": None,
+    "log": POS,
+    "log2": POS,
+    "log10": POS,
+    "log1p": POS,
+    "sqrt": POS,
+    "rsqrt": POS,
+    "abs": None,
+    "neg": None,
+    "sin": None,
+    "cos": None,
+    "tan": (-1.0, 1.0),
+    "asin": (-0.9, 0.9),
+    "acos": (-0.9, 0.9),
+    "atan": None,
+    "sinh": None,
+    "cosh": None,
+    "tanh": None,
+    "sigmoid": None,
+    "relu": None,
+    "erf": None,
+    "reciprocal": POS,
+    "square": None,
 }
 for _name, _dom in UNARY_DOMAINS.items():
     OPS[_name] = ((lambda n: lambda a: getattr(a, n)())(_name), [(3, 4)], _dom)
@@ -147,15 +175,52 @@ def _inputs(name, layout):
 @pytest.mark.parametrize("name", list(OPS))
 def test_gradcheck_op(name, layout):
     fn, ins = _inputs(name, layout)
-    if layout == "expanded" and name in ("maximum", "minimum", "topk", "sort", "kthvalue", "max_dim", "amax",
-                                         "min_all", "norm_p1", "where", "getitem_mask", "std"):
+    if layout == "expanded" and name in (
+        "maximum",
+        "minimum",
+        "topk",
+        "sort",
+        "kthvalue",
+        "max_dim",
+        "amax",
+        "min_all",
+        "norm_p1",
+        "where",
+        "getitem_mask",
+        "std",
+    ):
         pytest.skip("ties from repeated rows make the derivative undefined")
     assert gradcheck(fn, ins, eps=1e-6, atol=1e-5, rtol=1e-3)
 
 
-GRADGRAD = ["add", "mul", "div", "pow_tensor", "exp", "log", "tanh", "sigmoid", "matmul", "matmul_batched", "sum",
-            "mean", "var", "softmax", "log_softmax", "getitem_int_tensor", "getitem_mask", "where",
-            "setitem_nonleaf", "logsumexp", "norm", "prod", "cumprod", "gather", "sqrt", "clamp"]
+GRADGRAD = [
+    "add",
+    "mul",
+    "div",
+    "pow_tensor",
+    "exp",
+    "log",
+    "tanh",
+    "sigmoid",
+    "matmul",
+    "matmul_batched",
+    "sum",
+    "mean",
+    "var",
+    "softmax",
+    "log_softmax",
+    "getitem_int_tensor",
+    "getitem_mask",
+    "where",
+    "setitem_nonleaf",
+    "logsumexp",
+    "norm",
+    "prod",
+    "cumprod",
+    "gather",
+    "sqrt",
+    "clamp",
+]
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
@@ -203,7 +268,7 @@ def test_gradgradcheck_detects_a_wrong_double_backward():
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            return x ** 3
+            return x**3
 
         @staticmethod
         def backward(ctx, g):

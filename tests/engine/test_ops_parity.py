@@ -124,15 +124,27 @@ def test_scalar_and_zero_dim_promotion_matches_torch(scalar, dt, op):
 
 def test_integer_true_division_gives_default_float_like_torch():
     _check(lambda a, b: a / b, np.array([7, -7, 3]), np.array([2, 2, 4]), grad=False)
-    _check(lambda a, b: a.div(b, rounding_mode="floor"), np.array([7, -7, 3]), np.array([2, 2, -4]), grad=False)
-    _check(lambda a, b: a.div(b, rounding_mode="trunc"), np.array([7, -7, 3]), np.array([2, 2, -4]), grad=False)
+    num, den = np.array([7, -7, 3]), np.array([2, 2, -4])
+    _check(lambda a, b: a.div(b, rounding_mode="floor"), num, den, grad=False)
+    _check(
+        lambda a, b: a.div(b, rounding_mode="trunc"), np.array([7, -7, 3]), np.array([2, 2, -4]), grad=False
+    )
     _check(lambda a, b: a // b, np.array([7, -7, 3]), np.array([2, 2, -4]), grad=False)
 
 
 # ----------------------------------------------------------------------------- matmul
-MATMUL_SHAPES = [((3, 4), (4, 5)), ((4,), (4,)), ((4,), (4, 5)), ((3, 4), (4,)), ((2, 3, 4), (4, 5)),
-                 ((2, 3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (2, 4, 3)), ((2, 3, 4), (4,)),
-                 ((1, 3, 4), (2, 4, 2))]
+MATMUL_SHAPES = [
+    ((3, 4), (4, 5)),
+    ((4,), (4,)),
+    ((4,), (4, 5)),
+    ((3, 4), (4,)),
+    ((2, 3, 4), (4, 5)),
+    ((2, 3, 4), (2, 4, 5)),
+    ((2, 1, 3, 4), (5, 4, 2)),
+    ((4,), (2, 4, 3)),
+    ((2, 3, 4), (4,)),
+    ((1, 3, 4), (2, 4, 2)),
+]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -153,9 +165,39 @@ def test_mm_bmm_mv_dot_outer_addmm_match_torch():
 
 
 # ----------------------------------------------------------------------------- unary
-UNARY = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "abs", "neg", "sin", "cos",
-         "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "sigmoid", "relu", "erf", "reciprocal", "square",
-         "sign", "floor", "ceil", "trunc", "frac", "round"]
+UNARY = [
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "neg",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "erf",
+    "reciprocal",
+    "square",
+    "sign",
+    "floor",
+    "ceil",
+    "trunc",
+    "frac",
+    "round",
+]
 POSITIVE = {"log", "log2", "log10", "sqrt", "rsqrt", "reciprocal", "log1p"}
 UNIT = {"asin", "acos"}
 
@@ -171,7 +213,20 @@ def test_unary_math_op_matches_torch(name, dtype):
 
 def test_unary_ops_on_integers_promote_like_torch():
     x = np.array([[1, 2, 3], [4, 5, 6]])
-    for name in ["exp", "log", "sqrt", "sin", "sigmoid", "tanh", "abs", "neg", "sign", "floor", "relu", "square"]:
+    for name in [
+        "exp",
+        "log",
+        "sqrt",
+        "sin",
+        "sigmoid",
+        "tanh",
+        "abs",
+        "neg",
+        "sign",
+        "floor",
+        "relu",
+        "square",
+    ]:
         _check(lambda t, n=name: getattr(t, n)(), x, grad=False)
 
 
@@ -180,7 +235,9 @@ def test_round_with_decimals_and_half_to_even_matches_torch():
     _check(lambda t: t.round(decimals=2), arr(3, 4), grad=False)
 
 
-@pytest.mark.parametrize("kw", [dict(min=-0.5, max=0.7), dict(min=-0.5), dict(max=0.2), dict(min=1.0, max=-1.0)])
+@pytest.mark.parametrize(
+    "kw", [dict(min=-0.5, max=0.7), dict(min=-0.5), dict(max=0.2), dict(min=1.0, max=-1.0)]
+)
 def test_clamp_matches_torch_including_gradient_at_bounds(kw):
     x = arr(4, 5)
     x[0, :2] = [kw.get("min", 0.0), kw.get("max", 0.0)]
@@ -188,7 +245,9 @@ def test_clamp_matches_torch_including_gradient_at_bounds(kw):
 
 
 def test_clamp_with_tensor_bounds_matches_torch():
-    _check(lambda t, lo, hi: t.clamp(lo, hi), arr(3, 4), arr(4, seed=5, low=-1, high=0), arr(3, 1, low=0, high=1))
+    _check(
+        lambda t, lo, hi: t.clamp(lo, hi), arr(3, 4), arr(4, seed=5, low=-1, high=0), arr(3, 1, low=0, high=1)
+    )
 
 
 def test_nan_to_num_matches_torch():
@@ -208,9 +267,16 @@ def test_comparisons_broadcast_and_return_bool(name):
 
 def test_logical_and_bitwise_ops_match_torch():
     a, b = np.array([True, False, True, False]), np.array([True, True, False, False])
-    for fn in [lambda x, y: x & y, lambda x, y: x | y, lambda x, y: x ^ y, lambda x, y: ~x,
-               lambda x, y: x.logical_and(y), lambda x, y: x.logical_or(y), lambda x, y: x.logical_xor(y),
-               lambda x, y: x.logical_not()]:
+    for fn in [
+        lambda x, y: x & y,
+        lambda x, y: x | y,
+        lambda x, y: x ^ y,
+        lambda x, y: ~x,
+        lambda x, y: x.logical_and(y),
+        lambda x, y: x.logical_or(y),
+        lambda x, y: x.logical_xor(y),
+        lambda x, y: x.logical_not(),
+    ]:
         _check(fn, a, b, grad=False)
     i, j = np.array([1, 6, -3]), np.array([3, 5, 2])
     for fn in [lambda x, y: x & y, lambda x, y: x | y, lambda x, y: ~x, lambda x, y: x.logical_and(y)]:
@@ -223,7 +289,12 @@ def test_isnan_isinf_isfinite_isclose_equal_match_torch():
     for name in ["isnan", "isinf", "isfinite"]:
         _check(lambda t, n=name: getattr(t, n)(), x, grad=False)
     _check(lambda t: t.isnan(), np.array([1, 2]), grad=False)
-    _check(lambda a, b: a.isclose(b), np.array([1.0, 2.0, np.nan]), np.array([1.0 + 1e-9, 2.1, np.nan]), grad=False)
+    _check(
+        lambda a, b: a.isclose(b),
+        np.array([1.0, 2.0, np.nan]),
+        np.array([1.0 + 1e-9, 2.1, np.nan]),
+        grad=False,
+    )
     assert engine.tensor([1.0, 2.0]).equal(engine.tensor([1.0, 2.0]))
     assert not engine.tensor([1.0, 2.0]).equal(engine.tensor([1.0]))
 
@@ -231,10 +302,19 @@ def test_isnan_isinf_isfinite_isclose_equal_match_torch():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_where_broadcasts_and_routes_gradients(dtype):
     cond = arr(3, 1, dtype=np.bool_)
-    _check(lambda c, a, b: engine.where(c, a, b) if isinstance(a, engine.Tensor) else torch.where(c, a, b),
-           cond, arr(3, 4), arr(4, seed=3), dtype=dtype)
-    _check(lambda c, a: (engine if isinstance(a, engine.Tensor) else torch).where(c, a, 0.0), cond, arr(3, 4),
-           dtype=dtype)
+    _check(
+        lambda c, a, b: engine.where(c, a, b) if isinstance(a, engine.Tensor) else torch.where(c, a, b),
+        cond,
+        arr(3, 4),
+        arr(4, seed=3),
+        dtype=dtype,
+    )
+    _check(
+        lambda c, a: (engine if isinstance(a, engine.Tensor) else torch).where(c, a, 0.0),
+        cond,
+        arr(3, 4),
+        dtype=dtype,
+    )
 
 
 def test_where_single_argument_gives_nonzero_indices():
@@ -246,14 +326,23 @@ def test_where_single_argument_gives_nonzero_indices():
 
 # ----------------------------------------------------------------------------- reductions
 REDUCTIONS = {
-    "sum": lambda x, **k: x.sum(**k), "mean": lambda x, **k: x.mean(**k), "var": lambda x, **k: x.var(**k),
-    "std": lambda x, **k: x.std(**k), "var_biased": lambda x, **k: x.var(unbiased=False, **k),
-    "std_correction0": lambda x, **k: x.std(correction=0, **k), "var_correction2": lambda x, **k: x.var(
-        correction=2, **k), "prod": lambda x, **k: x.prod(**k) if "dim" not in k or isinstance(k["dim"], int) else
-    x.prod(dim=k["dim"][0], keepdim=k.get("keepdim", False)),
-    "amax": lambda x, **k: x.amax(**k) if k else x.amax(), "amin": lambda x, **k: x.amin(**k) if k else x.amin(),
+    "sum": lambda x, **k: x.sum(**k),
+    "mean": lambda x, **k: x.mean(**k),
+    "var": lambda x, **k: x.var(**k),
+    "std": lambda x, **k: x.std(**k),
+    "var_biased": lambda x, **k: x.var(unbiased=False, **k),
+    "std_correction0": lambda x, **k: x.std(correction=0, **k),
+    "var_correction2": lambda x, **k: x.var(correction=2, **k),
+    "prod": lambda x, **k: (
+        x.prod(**k)
+        if "dim" not in k or isinstance(k["dim"], int)
+        else x.prod(dim=k["dim"][0], keepdim=k.get("keepdim", False))
+    ),
+    "amax": lambda x, **k: x.amax(**k) if k else x.amax(),
+    "amin": lambda x, **k: x.amin(**k) if k else x.amin(),
     "logsumexp": lambda x, **k: x.logsumexp(**k) if k else x.logsumexp(dim=(0, 1, 2)),
-    "norm": lambda x, **k: x.norm(**k), "norm_p1": lambda x, **k: x.norm(p=1, **k),
+    "norm": lambda x, **k: x.norm(**k),
+    "norm_p1": lambda x, **k: x.norm(p=1, **k),
     "norm_inf": lambda x, **k: x.norm(p=float("inf"), **k),
 }
 DIMS = [{}, {"dim": 1}, {"dim": -1, "keepdim": True}, {"dim": (0, 2)}, {"dim": (0, -1), "keepdim": True}]
@@ -271,9 +360,11 @@ def test_reduction_with_dims_and_keepdim_matches_torch(name, kw, dtype):
 def test_max_min_along_dim_return_values_and_indices(name, dim, keepdim):
     x = arr(3, 4, 5)
     x[0, 0, :2] = 10.0  # ties: first index wins, like torch
+
     def fn(t):
         r = getattr(t, name)(dim, keepdim=keepdim)
         return r.values, r.indices
+
     _check(fn, x)
     e = engine.tensor(x)
     v, i = getattr(e, name)(dim, keepdim)
@@ -300,7 +391,9 @@ def test_argmax_argmin_match_torch(kw):
 @pytest.mark.parametrize("kw", [{}, {"dim": 1}, {"dim": (0, 1), "keepdim": True}])
 def test_all_any_count_nonzero_match_torch(kw):
     x = np.array([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]])
-    _check(lambda t: t.all(**kw) if "keepdim" not in kw else t.all(dim=kw["dim"], keepdim=True), x, grad=False)
+    _check(
+        lambda t: t.all(**kw) if "keepdim" not in kw else t.all(dim=kw["dim"], keepdim=True), x, grad=False
+    )
     _check(lambda t: t.any(**kw), x, grad=False)
     _check(lambda t: t.bool().any(**kw), x, grad=False)
     _check(lambda t: t.count_nonzero(**{k: v for k, v in kw.items() if k == "dim"}), x, grad=False)
@@ -316,7 +409,9 @@ def test_reductions_of_integers_and_bools_have_torch_dtypes():
         _check(lambda t: t.cumsum(0), x, grad=False)
         _check(lambda t: t.amax(), x, grad=False)
     _check(lambda t: t.float().mean(), i, grad=False)
-    _check(lambda t: t.sum(dtype=torch.float64 if isinstance(t, torch.Tensor) else engine.float64), i, grad=False)
+    _check(
+        lambda t: t.sum(dtype=torch.float64 if isinstance(t, torch.Tensor) else engine.float64), i, grad=False
+    )
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -385,8 +480,12 @@ def test_advanced_indexing_forward_and_backward_match_torch(name):
     idx = np.array([2, 0])
     em, tm = pair(mask)
     ei, ti = pair(idx)
-    _check(lambda t: GETITEMS[name](t, em if isinstance(t, engine.Tensor) else tm,
-                                    ei if isinstance(t, engine.Tensor) else ti), x)
+    _check(
+        lambda t: GETITEMS[name](
+            t, em if isinstance(t, engine.Tensor) else tm, ei if isinstance(t, engine.Tensor) else ti
+        ),
+        x,
+    )
 
 
 def test_indexing_with_repeated_indices_accumulates_gradient():
@@ -451,8 +550,12 @@ def test_gather_scatter_scatter_add_index_select_match_torch(dim):
     _check(lambda t: t.gather(dim, sel(t)), x)
     _check(lambda t, s: t.scatter_add(dim, sel(t), s), x, arr(*idx_shape, seed=4))
     # scatter: unique index per destination so the forward is deterministic
-    uidx = np.stack([rng.permutation(n)[:idx_shape[1 if dim != 0 else 0]] for _ in range(
-        idx_shape[0 if dim != 0 else 1])])
+    uidx = np.stack(
+        [
+            rng.permutation(n)[: idx_shape[1 if dim != 0 else 0]]
+            for _ in range(idx_shape[0 if dim != 0 else 1])
+        ]
+    )
     uidx = uidx if dim != 0 else uidx.T
     eu, tu = pair(uidx)
     us = lambda t: eu if isinstance(t, engine.Tensor) else tu  # noqa: E731
@@ -468,15 +571,23 @@ def test_index_add_index_fill_take_masked_select_match_torch():
     _check(lambda t: t.index_fill(1, sel(t), -1.0), arr(3, 4))
     _check(lambda t: t.take(sel(t)), arr(3, 4))
     _check(lambda t: t.masked_select(t > 0), arr(3, 4))
-    _check(lambda t: t.take_along_dim(sel(t).view(3, 1), 1) if isinstance(t, engine.Tensor) else
-           t.take_along_dim(sel(t).view(3, 1), 1), arr(3, 4))
+    _check(
+        lambda t: (
+            t.take_along_dim(sel(t).view(3, 1), 1)
+            if isinstance(t, engine.Tensor)
+            else t.take_along_dim(sel(t).view(3, 1), 1)
+        ),
+        arr(3, 4),
+    )
 
 
 def test_masked_fill_broadcasts_mask_and_blocks_gradient():
     m = np.array([True, False, False, True])
     em, tm = pair(m)
     _check(lambda t: t.masked_fill(em if isinstance(t, engine.Tensor) else tm, -1.5), arr(3, 4))
-    _check(lambda t, v: t.masked_fill(em if isinstance(t, engine.Tensor) else tm, v), arr(3, 4), np.array(0.7))
+    _check(
+        lambda t, v: t.masked_fill(em if isinstance(t, engine.Tensor) else tm, v), arr(3, 4), np.array(0.7)
+    )
 
 
 def test_nonzero_and_argwhere_match_torch():
@@ -495,7 +606,9 @@ def test_topk_values_indices_and_gradient_match_torch(kw):
     _check(lambda t: tuple(t.topk(**kw)), x)
 
 
-@pytest.mark.parametrize("kw", [{}, dict(dim=0), dict(descending=True), dict(dim=0, descending=True, stable=True)])
+@pytest.mark.parametrize(
+    "kw", [{}, dict(dim=0), dict(descending=True), dict(dim=0, descending=True, stable=True)]
+)
 def test_sort_and_argsort_match_torch(kw):
     x = arr(4, 5)
     _check(lambda t: tuple(t.sort(**kw)), x)
@@ -508,8 +621,16 @@ def test_stable_sort_keeps_order_of_ties_like_torch():
     _check(lambda t: tuple(t.sort(stable=True, descending=True)), x)
 
 
-@pytest.mark.parametrize("kw", [{}, dict(return_inverse=True), dict(return_counts=True),
-                                dict(return_inverse=True, return_counts=True), dict(sorted=True, dim=0)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        dict(return_inverse=True),
+        dict(return_counts=True),
+        dict(return_inverse=True, return_counts=True),
+        dict(sorted=True, dim=0),
+    ],
+)
 def test_unique_matches_torch(kw):
     x = np.array([[3, 1, 2], [3, 1, 2], [0, 1, 2]])
     _check(lambda t: t.unique(**kw) if isinstance(t, engine.Tensor) else torch.unique(t, **kw), x, grad=False)
@@ -525,18 +646,32 @@ def test_kthvalue_median_match_torch():
 # ----------------------------------------------------------------------------- joining and shaping
 def test_cat_stack_match_torch_and_split_gradients():
     for dim in (0, 1, -1):
-        _check(lambda a, b, d=dim: (engine if isinstance(a, engine.Tensor) else torch).cat([a, b.t()], d)
-               if d != 0 else (engine if isinstance(a, engine.Tensor) else torch).cat([a, b.t()[:2]], d),
-               arr(3, 3), arr(3, 3, seed=2))
-        _check(lambda a, b, d=dim: (engine if isinstance(a, engine.Tensor) else torch).stack([a, b], d),
-               arr(2, 3), arr(2, 3, seed=2))
-    _check(lambda a, b: (engine if isinstance(a, engine.Tensor) else torch).cat([a, b]),
-           arr(2, 3), arr(2, 3).astype(np.int64))
+        _check(
+            lambda a, b, d=dim: (
+                (engine if isinstance(a, engine.Tensor) else torch).cat([a, b.t()], d)
+                if d != 0
+                else (engine if isinstance(a, engine.Tensor) else torch).cat([a, b.t()[:2]], d)
+            ),
+            arr(3, 3),
+            arr(3, 3, seed=2),
+        )
+        _check(
+            lambda a, b, d=dim: (engine if isinstance(a, engine.Tensor) else torch).stack([a, b], d),
+            arr(2, 3),
+            arr(2, 3, seed=2),
+        )
+    _check(
+        lambda a, b: (engine if isinstance(a, engine.Tensor) else torch).cat([a, b]),
+        arr(2, 3),
+        arr(2, 3).astype(np.int64),
+    )
 
 
 def test_cat_promotes_dtypes_and_skips_legacy_empty_like_torch():
-    for mod, tensors in ((engine, (engine.tensor([1, 2]), engine.tensor([0.5]), engine.zeros(0))),
-                         (torch, (torch.tensor([1, 2]), torch.tensor([0.5]), torch.zeros(0)))):
+    for mod, tensors in (
+        (engine, (engine.tensor([1, 2]), engine.tensor([0.5]), engine.zeros(0))),
+        (torch, (torch.tensor([1, 2]), torch.tensor([0.5]), torch.zeros(0))),
+    ):
         out = mod.cat(tensors)
         assert out.tolist() == [1.0, 2.0, 0.5]
         assert str(out.dtype).split(".")[-1] == "float32"
@@ -565,16 +700,36 @@ def test_flip_roll_repeat_tile_repeat_interleave_match_torch():
 # ----------------------------------------------------------------------------- factories and RNG
 def test_factories_values_and_dtypes_match_torch():
     cases = [
-        lambda m: m.zeros(2, 3), lambda m: m.ones((2, 3)), lambda m: m.full((2,), 3), lambda m: m.full((2,), 3.0),
-        lambda m: m.full((2,), True), lambda m: m.arange(5), lambda m: m.arange(1, 4, 0.5),
-        lambda m: m.arange(0.0, 1.0, 0.3), lambda m: m.arange(5, 0, -2), lambda m: m.linspace(0, 1, 5),
-        lambda m: m.linspace(-1, 1, 1), lambda m: m.logspace(0, 2, 3), lambda m: m.eye(3), lambda m: m.eye(2, 4),
-        lambda m: m.zeros(2, dtype=m.int64), lambda m: m.ones(3, dtype=m.bool), lambda m: m.tensor([1, 2]),
-        lambda m: m.tensor([1.0, 2]), lambda m: m.tensor([True]), lambda m: m.tensor(3), lambda m: m.tensor([]),
-        lambda m: m.zeros_like(m.ones(2, dtype=m.int32)), lambda m: m.full_like(m.ones(2), 7),
-        lambda m: m.ones_like(m.zeros(2, 2), dtype=m.float64), lambda m: m.empty(2, 3).shape,
-        lambda m: m.arange(3, dtype=m.float64), lambda m: m.tensor(np.arange(3, dtype=np.int32)),
-        lambda m: m.tensor(2.5), lambda m: m.zeros(()), lambda m: m.zeros(0, 3),
+        lambda m: m.zeros(2, 3),
+        lambda m: m.ones((2, 3)),
+        lambda m: m.full((2,), 3),
+        lambda m: m.full((2,), 3.0),
+        lambda m: m.full((2,), True),
+        lambda m: m.arange(5),
+        lambda m: m.arange(1, 4, 0.5),
+        lambda m: m.arange(0.0, 1.0, 0.3),
+        lambda m: m.arange(5, 0, -2),
+        lambda m: m.linspace(0, 1, 5),
+        lambda m: m.linspace(-1, 1, 1),
+        lambda m: m.logspace(0, 2, 3),
+        lambda m: m.eye(3),
+        lambda m: m.eye(2, 4),
+        lambda m: m.zeros(2, dtype=m.int64),
+        lambda m: m.ones(3, dtype=m.bool),
+        lambda m: m.tensor([1, 2]),
+        lambda m: m.tensor([1.0, 2]),
+        lambda m: m.tensor([True]),
+        lambda m: m.tensor(3),
+        lambda m: m.tensor([]),
+        lambda m: m.zeros_like(m.ones(2, dtype=m.int32)),
+        lambda m: m.full_like(m.ones(2), 7),
+        lambda m: m.ones_like(m.zeros(2, 2), dtype=m.float64),
+        lambda m: m.empty(2, 3).shape,
+        lambda m: m.arange(3, dtype=m.float64),
+        lambda m: m.tensor(np.arange(3, dtype=np.int32)),
+        lambda m: m.tensor(2.5),
+        lambda m: m.zeros(()),
+        lambda m: m.zeros(0, 3),
     ]
     for i, f in enumerate(cases):
         e, t = f(engine), f(torch)
@@ -597,9 +752,17 @@ def test_default_dtype_can_be_changed_and_restored():
 
 def test_manual_seed_makes_every_random_factory_reproducible():
     def draw():
-        return [engine.rand(3), engine.randn(2, 2), engine.randint(0, 10, (4,)), engine.randperm(5),
-                engine.zeros(3).uniform_(), engine.zeros(3).normal_(), engine.bernoulli(engine.full((4,), 0.5)),
-                engine.rand(3, dtype=engine.float64), engine.multinomial(engine.ones(4), 2)]
+        return [
+            engine.rand(3),
+            engine.randn(2, 2),
+            engine.randint(0, 10, (4,)),
+            engine.randperm(5),
+            engine.zeros(3).uniform_(),
+            engine.zeros(3).normal_(),
+            engine.bernoulli(engine.full((4,), 0.5)),
+            engine.rand(3, dtype=engine.float64),
+            engine.multinomial(engine.ones(4), 2),
+        ]
 
     engine.manual_seed(123)
     a = draw()
@@ -633,8 +796,14 @@ def test_random_factories_have_torch_dtypes_and_ranges():
 
 def test_to_and_type_conversions_match_torch():
     x = arr(2, 3, low=-3, high=3)
-    for f in [lambda t: t.long(), lambda t: t.int(), lambda t: t.bool(), lambda t: t.double(), lambda t: t.half(),
-              lambda t: t.to(torch_dtype(engine.int64) if isinstance(t, torch.Tensor) else engine.int64)]:
+    for f in [
+        lambda t: t.long(),
+        lambda t: t.int(),
+        lambda t: t.bool(),
+        lambda t: t.double(),
+        lambda t: t.half(),
+        lambda t: t.to(torch_dtype(engine.int64) if isinstance(t, torch.Tensor) else engine.int64),
+    ]:
         _check(f, x, grad=False)
     _check(lambda t: t.float(), x)
     _check(lambda t: t.double() * 2, x, dtype=np.float32)

@@ -4,10 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import arr, assert_geometry, assert_same, pair, shares_storage
 
 import engine
-
-from helpers import arr, assert_geometry, assert_same, pair, shares_storage
 
 VIEW_CHAINS = {
     "view": lambda x: x.view(4, 6),
