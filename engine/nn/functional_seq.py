@@ -1,5 +1,6 @@
 """Functional forms of the sequence layers: fused recurrences (one graph node per layer and direction)
 and scaled dot-product attention. Re-exported by engine.nn.functional."""
+
 from __future__ import annotations
 
 import math
@@ -22,6 +23,7 @@ __all__ = ["rnn_tanh_layer", "rnn_relu_layer", "lstm_layer", "gru_layer", "scale
 # backward are NumPy loops over time (a handful of ufuncs per step instead of ~15 graph nodes).
 # Under create_graph the backward instead differentiates a Tensor-op replay of the same recurrence,
 # so double backward stays exact.
+
 
 def _sigmoid_(a: np.ndarray) -> np.ndarray:
     """In-place logistic sigmoid via tanh: no overflow for large |a|."""
@@ -77,17 +79,25 @@ class _LSTMLayer(Function):
         tcs = np.empty((T, B, H), dt)  # tanh(c)
         gates = np.empty((T, B, H4), dt)  # activated i, f, g, o
         hs[0], cs[0] = h0._arr, c0._arr
+        # sigmoid(a) = 0.5 * tanh(a / 2) + 0.5: one tanh activates all four gates (g keeps plain tanh)
+        half = np.full(H4, 0.5, dt)
+        half[2 * H : 3 * H] = 1
+        shift = np.full(H4, 0.5, dt)
+        shift[2 * H : 3 * H] = 0
+        ig = np.empty((B, H), dt)
         for k, t in enumerate(_time_order(T, reverse)):
             g = gates[k]
             np.matmul(hs[k], W, out=g)
             g += X[t]
-            _sigmoid_(g[:, :2 * H])
-            np.tanh(g[:, 2 * H:3 * H], out=g[:, 2 * H:3 * H])
-            _sigmoid_(g[:, 3 * H:])
-            np.multiply(g[:, H:2 * H], cs[k], out=cs[k + 1])
-            cs[k + 1] += g[:, :H] * g[:, 2 * H:3 * H]
+            g *= half
+            np.tanh(g, out=g)
+            g *= half
+            g += shift
+            np.multiply(g[:, H : 2 * H], cs[k], out=cs[k + 1])
+            np.multiply(g[:, :H], g[:, 2 * H : 3 * H], out=ig)
+            cs[k + 1] += ig
             np.tanh(cs[k + 1], out=tcs[k])
-            np.multiply(g[:, 3 * H:], tcs[k], out=hs[k + 1])
+            np.multiply(g[:, 3 * H :], tcs[k], out=hs[k + 1])
         ctx.save_for_backward(xg, w_hh, h0, c0)
         ctx.reverse = reverse
         ctx.hs, ctx.cs, ctx.tcs, ctx.gates = hs, cs, tcs, gates
@@ -106,21 +116,28 @@ class _LSTMLayer(Function):
         G_out = g_out._arr
         dh = np.array(g_hn._arr, copy=True)
         dc = np.array(g_cn._arr, copy=True)
+        # Everything that does not depend on the incoming gradient, for all steps at once: per step, dc
+        # (for i, f, g) or dh (for o) times M gives the pre-activation gate gradients.
+        i, f, g, o = (gates[..., j * H : (j + 1) * H] for j in range(4))
+        M = np.empty_like(gates)
+        np.multiply(g, i * (1 - i), out=M[..., :H])
+        np.multiply(cs[:-1], f * (1 - f), out=M[..., H : 2 * H])
+        np.multiply(i, 1 - g * g, out=M[..., 2 * H : 3 * H])
+        np.multiply(tcs, o * (1 - o), out=M[..., 3 * H :])
+        P = o * (1 - tcs * tcs)  # d c_t / d h_t through h = o * tanh(c)
+        M3 = M.reshape(T, B, 4, H)[:, :, :3]  # views: the i, f, g blocks side by side
         dG = np.empty_like(gates)  # pre-activation gate gradients, processing order
+        dG3 = dG.reshape(T, B, 4, H)[:, :, :3]
+        tmp = np.empty((B, H), gates.dtype)
         order = list(_time_order(T, ctx.reverse))
         for k in range(T - 1, -1, -1):
             dh += G_out[order[k]]
-            a = gates[k]
-            i, f, g, o = a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:]
-            tc = tcs[k]
-            d = dG[k]
-            dc += dh * o * (1 - tc * tc)
-            d[:, :H] = dc * g * i * (1 - i)
-            d[:, H:2 * H] = dc * cs[k] * f * (1 - f)
-            d[:, 2 * H:3 * H] = dc * i * (1 - g * g)
-            d[:, 3 * H:] = dh * tc * o * (1 - o)
-            dc *= f
-            dh = d @ W
+            np.multiply(dh, P[k], out=tmp)
+            dc += tmp
+            np.multiply(dc[:, None, :], M3[k], out=dG3[k])
+            np.multiply(dh, M[k, :, 3 * H :], out=dG[k, :, 3 * H :])
+            dc *= f[k]
+            dh = dG[k] @ W
         dW = dG.reshape(T * B, 4 * H).T @ hs[:-1].reshape(T * B, H)
         dxg = dG[::-1] if ctx.reverse else dG
         return _t(dxg), _t(dW), _t(dh), _t(dc), None
@@ -163,15 +180,15 @@ class _GRULayer(Function):
             if b_hh is not None:
                 hh += b_hh._arr
             a = acts[k]
-            np.add(X[t, :, :2 * H], hh[:, :2 * H], out=a[:, :2 * H])
-            _sigmoid_(a[:, :2 * H])
-            hns[k] = hh[:, 2 * H:]
-            n = a[:, 2 * H:]
-            np.multiply(a[:, :H], hh[:, 2 * H:], out=n)
-            n += X[t, :, 2 * H:]
+            np.add(X[t, :, : 2 * H], hh[:, : 2 * H], out=a[:, : 2 * H])
+            _sigmoid_(a[:, : 2 * H])
+            hns[k] = hh[:, 2 * H :]
+            n = a[:, 2 * H :]
+            np.multiply(a[:, :H], hh[:, 2 * H :], out=n)
+            n += X[t, :, 2 * H :]
             np.tanh(n, out=n)
             np.subtract(hs[k], n, out=hs[k + 1])
-            hs[k + 1] *= a[:, H:2 * H]
+            hs[k + 1] *= a[:, H : 2 * H]
             hs[k + 1] += n
         ctx.save_for_backward(xg, w_hh, b_hh, h0)
         ctx.reverse = reverse
@@ -195,13 +212,13 @@ class _GRULayer(Function):
         for k in range(T - 1, -1, -1):
             dh += G_out[order[k]]
             a = acts[k]
-            r, z, n = a[:, :H], a[:, H:2 * H], a[:, 2 * H:]
+            r, z, n = a[:, :H], a[:, H : 2 * H], a[:, 2 * H :]
             dn = dh * (1 - z) * (1 - n * n)
             dX[k, :, :H] = dn * hns[k] * r * (1 - r)
-            dX[k, :, H:2 * H] = dh * (hs[k] - n) * z * (1 - z)
-            dX[k, :, 2 * H:] = dn
-            dHH[k, :, :2 * H] = dX[k, :, :2 * H]
-            dHH[k, :, 2 * H:] = dn * r
+            dX[k, :, H : 2 * H] = dh * (hs[k] - n) * z * (1 - z)
+            dX[k, :, 2 * H :] = dn
+            dHH[k, :, : 2 * H] = dX[k, :, : 2 * H]
+            dHH[k, :, 2 * H :] = dn * r
             dh = dh * z + dHH[k] @ W
         flat = dHH.reshape(T * B, 3 * H)
         dW = flat.T @ hs[:-1].reshape(T * B, H)
@@ -301,8 +318,16 @@ def rnn_relu_layer(xg: Tensor, w_hh: Tensor, h0: Tensor, reverse: bool = False):
 
 
 # ----------------------------------------------------------------------------- attention
-def _attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float,
-               is_causal: bool, scale: float | None, training: bool = True):
+def _attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+    training: bool = True,
+):
     """softmax(q k^T * scale + mask) [dropout] @ v; returns (output, weights). Bool masks: True attends."""
     L, S = query.shape[-2], key.shape[-2]
     if scale is None:
@@ -310,8 +335,9 @@ def _attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | No
     scores = (query * scale) @ key.transpose(-2, -1)
     if is_causal:
         if attn_mask is not None:
-            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
-                               "is_causal=True")
+            raise RuntimeError(
+                "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True"
+            )
         attn_mask = ones(L, S, dtype=_bool_dtype(), device=query.device).tril()
     if attn_mask is not None:
         if attn_mask.dtype is _bool_dtype():
@@ -332,17 +358,28 @@ def _bool_dtype():
     return dtypes.bool_
 
 
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-                                 enable_gqa: bool = False) -> Tensor:
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Tensor:
     """PyTorch's F.scaled_dot_product_attention: (..., L, E) x (..., S, E) x (..., S, Ev) -> (..., L, Ev).
     A bool attn_mask marks the positions that take part (True); a float mask is added to the scores."""
     if query.shape[-1] != key.shape[-1]:
-        raise RuntimeError(f"scaled_dot_product_attention: query and key must have the same embedding size, "
-                           f"got query {list(query.shape)} and key {list(key.shape)}")
+        raise RuntimeError(
+            f"scaled_dot_product_attention: query and key must have the same embedding size, "
+            f"got query {list(query.shape)} and key {list(key.shape)}"
+        )
     if key.shape[-2] != value.shape[-2]:
-        raise RuntimeError(f"scaled_dot_product_attention: key and value must have the same sequence length, "
-                           f"got key {list(key.shape)} and value {list(value.shape)}")
+        raise RuntimeError(
+            f"scaled_dot_product_attention: key and value must have the same sequence length, "
+            f"got key {list(key.shape)} and value {list(value.shape)}"
+        )
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
         key = key.repeat_interleave(rep, -3)

@@ -223,3 +223,14 @@ def test_scaled_dot_product_attention_matches_torch(case):
     eout.sum().backward()
     for a, b in [(eq, q), (ek, k), (ev, v)]:
         _close(a.grad, b.grad)
+
+
+def test_square_subsequent_mask_matches_torch_and_drives_causal_attention():
+    from engine.nn.modules.attention import generate_square_subsequent_mask
+
+    mask = generate_square_subsequent_mask(4)
+    expected = torch.nn.Transformer.generate_square_subsequent_mask(4)
+    np.testing.assert_array_equal(mask.numpy(), expected.numpy())
+    m = nn.MultiheadAttention(4, 2)
+    _, w = m(*(engine.randn(4, 1, 4),) * 3, attn_mask=mask, is_causal=True)
+    assert (np.triu(w.detach().numpy()[0], 1) == 0).all()

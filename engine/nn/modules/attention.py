@@ -1,4 +1,5 @@
 """Multi-head attention and the Transformer encoder (layer and stack), with PyTorch's parameters and masks."""
+
 from __future__ import annotations
 
 import copy
@@ -37,16 +38,30 @@ class MultiheadAttention(Module):
     forward(query (L, N, E), key (S, N, kdim), value (S, N, vdim)) -> (output (L, N, E), weights (N, L, S)
     or None); batch_first=True puts N first. Bool masks mark positions NOT to attend (True = masked)."""
 
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
-                 vdim: int | None = None, batch_first: bool = False, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
-                             f"num_heads={num_heads} instead")
+            raise ValueError(
+                f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
+                f"num_heads={num_heads} instead"
+            )
         if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention add_bias_kv / add_zero_attn are not supported by "
-                                      "Wiregrad's engine")
+            raise NotImplementedError(
+                "MultiheadAttention add_bias_kv / add_zero_attn are not supported by Wiregrad's engine"
+            )
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -56,8 +71,10 @@ class MultiheadAttention(Module):
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
-            raise AssertionError(f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and "
-                                 f"num_heads={num_heads}")
+            raise AssertionError(
+                f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and "
+                f"num_heads={num_heads}"
+            )
         kw = {"device": device, "dtype": dtype}
         if not self._qkv_same_embed_dim:
             self.q_proj_weight = Parameter(empty(embed_dim, embed_dim, **kw))
@@ -92,26 +109,38 @@ class MultiheadAttention(Module):
     def _in_projection(self, query: Tensor, key: Tensor, value: Tensor):
         E = self.embed_dim
         b = self.in_proj_bias
-        bq, bk, bv = (None, None, None) if b is None else (b[:E], b[E:2 * E], b[2 * E:])
+        bq, bk, bv = (None, None, None) if b is None else (b[:E], b[E : 2 * E], b[2 * E :])
         if self._qkv_same_embed_dim:
             w = self.in_proj_weight
             if query is key and key is value:  # self-attention: one matmul for q, k and v
                 return F.linear(query, w, b).chunk(3, -1)
-            wq, wk, wv = w[:E], w[E:2 * E], w[2 * E:]
+            wq, wk, wv = w[:E], w[E : 2 * E], w[2 * E :]
         else:
             wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
         return F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
-                need_weights: bool = True, attn_mask: Tensor | None = None, average_attn_weights: bool = True,
-                is_causal: bool = False):
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ):
         batched = query.dim() == 3
         if query.dim() not in (2, 3) or key.dim() != query.dim() or value.dim() != query.dim():
-            raise AssertionError(f"query, key and value must all be 2-D (unbatched) or 3-D (batched), got "
-                                 f"{query.dim()}-D, {key.dim()}-D and {value.dim()}-D")
+            raise AssertionError(
+                f"query, key and value must all be 2-D (unbatched) or 3-D (batched), got "
+                f"{query.dim()}-D, {key.dim()}-D and {value.dim()}-D"
+            )
         if is_causal and attn_mask is None:
-            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer "
-                               "module method `generate_square_subsequent_mask` to create this mask.")
+            raise RuntimeError(
+                "Need attn_mask if specifying the is_causal hint. You may use the Transformer "
+                "module method `generate_square_subsequent_mask` to create this mask."
+            )
         if not batched:
             query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
             if key_padding_mask is not None:
@@ -128,8 +157,9 @@ class MultiheadAttention(Module):
         if E != self.embed_dim:
             raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {E}")
         if key.shape[:2] != value.shape[:2]:
-            raise AssertionError(f"key shape {list(key.shape)} does not match value shape "
-                                 f"{list(value.shape)}")
+            raise AssertionError(
+                f"key shape {list(key.shape)} does not match value shape {list(value.shape)}"
+            )
         if key.shape[1] != N:
             raise AssertionError(f"query batch size {N} does not match key batch size {key.shape[1]}")
         h, hd = self.num_heads, self.head_dim
@@ -144,20 +174,24 @@ class MultiheadAttention(Module):
         if mask is not None:
             if mask.dim() == 2:
                 if tuple(mask.shape) != (L, S):
-                    raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(mask.shape)}, but should be "
-                                       f"{(L, S)}.")
+                    raise RuntimeError(
+                        f"The shape of the 2D attn_mask is {tuple(mask.shape)}, but should be {(L, S)}."
+                    )
                 mask = mask.unsqueeze(0)
             elif mask.dim() == 3:
                 if tuple(mask.shape) != (N * h, L, S):
-                    raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(mask.shape)}, but should be "
-                                       f"{(N * h, L, S)}.")
+                    raise RuntimeError(
+                        f"The shape of the 3D attn_mask is {tuple(mask.shape)}, but should be "
+                        f"{(N * h, L, S)}."
+                    )
             else:
                 raise RuntimeError(f"attn_mask's dimension {mask.dim()} is not supported")
         kpm = _additive_mask(key_padding_mask, q.dtype)
         if kpm is not None:
             if tuple(kpm.shape) != (N, S):
-                raise AssertionError(f"expecting key_padding_mask shape of {(N, S)}, but got "
-                                     f"{tuple(kpm.shape)}")
+                raise AssertionError(
+                    f"expecting key_padding_mask shape of {(N, S)}, but got {tuple(kpm.shape)}"
+                )
             kpm = kpm.view(N, 1, 1, S).expand(N, h, 1, S).reshape(N * h, 1, S)
             mask = kpm if mask is None else mask + kpm
 
@@ -188,13 +222,25 @@ class TransformerEncoderLayer(Module):
     """Self-attention then a feed-forward block, each with dropout, a residual and LayerNorm (post-norm by
     default; norm_first=True is pre-norm)."""
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation="relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
-                 norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation="relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         kw = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, **kw)
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw
+        )
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
@@ -209,8 +255,13 @@ class TransformerEncoderLayer(Module):
             activation = getattr(F, _ACTIVATIONS[activation])
         self.activation = activation
 
-    def forward(self, src: Tensor, src_mask: Tensor | None = None, src_key_padding_mask: Tensor | None = None,
-                is_causal: bool = False) -> Tensor:
+    def forward(
+        self,
+        src: Tensor,
+        src_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> Tensor:
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
@@ -221,8 +272,15 @@ class TransformerEncoderLayer(Module):
         return x
 
     def _sa_block(self, x: Tensor, attn_mask, key_padding_mask, is_causal: bool) -> Tensor:
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal)[0]
+        x = self.self_attn(
+            x,
+            x,
+            x,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            need_weights=False,
+            is_causal=is_causal,
+        )[0]
         return self.dropout1(x)
 
     def _ff_block(self, x: Tensor) -> Tensor:
@@ -232,19 +290,31 @@ class TransformerEncoderLayer(Module):
 class TransformerEncoder(Module):
     """A stack of num_layers deep copies of encoder_layer, then an optional final norm."""
 
-    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: Module | None = None,
-                 enable_nested_tensor: bool = True, mask_check: bool = True) -> None:
+    def __init__(
+        self,
+        encoder_layer: TransformerEncoderLayer,
+        num_layers: int,
+        norm: Module | None = None,
+        enable_nested_tensor: bool = True,
+        mask_check: bool = True,
+    ) -> None:
         super().__init__()
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.num_layers = num_layers
         self.norm = norm
 
-    def forward(self, src: Tensor, mask: Tensor | None = None, src_key_padding_mask: Tensor | None = None,
-                is_causal: bool | None = None) -> Tensor:
+    def forward(
+        self,
+        src: Tensor,
+        mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        is_causal: bool | None = None,
+    ) -> Tensor:
         out = src
         for layer in self.layers:
-            out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
-                        is_causal=bool(is_causal))
+            out = layer(
+                out, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal)
+            )
         if self.norm is not None:
             out = self.norm(out)
         return out

@@ -1,6 +1,7 @@
 """Recurrent layers RNN, LSTM, GRU and their cells, with PyTorch's parameter names, gate order and init.
 
 Per layer and direction, one matmul projects the whole input sequence and one fused op runs the recurrence."""
+
 from __future__ import annotations
 
 import math
@@ -32,13 +33,26 @@ def _sum_biases(b_ih: Tensor | None, b_hh: Tensor | None) -> Tensor | None:
 class RNNBase(Module):
     """Shared set-up of RNN, LSTM and GRU: parameters `weight_ih_l{k}[_reverse]` etc., in PyTorch's order."""
 
-    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
-                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 proj_size: int = 0, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
-            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
-                             "element being zeroed")
+            raise ValueError(
+                "dropout should be a number in range [0, 1] representing the probability of an "
+                "element being zeroed"
+            )
         if not isinstance(hidden_size, int) or hidden_size <= 0:
             raise ValueError(f"hidden_size must be a positive integer, got {hidden_size}")
         if not isinstance(num_layers, int) or num_layers <= 0:
@@ -48,9 +62,13 @@ class RNNBase(Module):
         if dropout > 0 and num_layers == 1:
             import warnings
 
-            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero "
-                          f"dropout expects num_layers greater than 1, but got dropout={dropout} and "
-                          f"num_layers={num_layers}", UserWarning, stacklevel=2)
+            warnings.warn(
+                "dropout option adds dropout after all but last recurrent layer, so non-zero "
+                f"dropout expects num_layers greater than 1, but got dropout={dropout} and "
+                f"num_layers={num_layers}",
+                UserWarning,
+                stacklevel=2,
+            )
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -88,7 +106,7 @@ class RNNBase(Module):
     def all_weights(self) -> list:
         per = 4 if self.bias else 2
         ws = [getattr(self, n) for n in self._flat_weights_names]
-        return [ws[i:i + per] for i in range(0, len(ws), per)]
+        return [ws[i : i + per] for i in range(0, len(ws), per)]
 
     def _layer_weights(self, layer: int, direction: int):
         suffix = "_reverse" if direction == 1 else ""
@@ -110,8 +128,10 @@ class RNNBase(Module):
         elif self.batch_first:
             input = input.transpose(0, 1)
         if input.shape[2] != self.input_size:
-            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
-                               f"{input.shape[2]}")
+            raise RuntimeError(
+                f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                f"{input.shape[2]}"
+            )
         B = input.shape[1]
         D = 2 if self.bidirectional else 1
         expected = (self.num_layers * D, B, self.hidden_size)
@@ -126,8 +146,9 @@ class RNNBase(Module):
             for s in states:
                 if s.dim() != want:
                     kind = "unbatched" if not batched else "batched"
-                    raise RuntimeError(f"For {kind} {want}-D input, hx should also be {want}-D but got "
-                                       f"{s.dim()}-D tensor")
+                    raise RuntimeError(
+                        f"For {kind} {want}-D input, hx should also be {want}-D but got {s.dim()}-D tensor"
+                    )
             if not batched:
                 states = [s.unsqueeze(1) for s in states]
             labels = ("hidden", "cell")
@@ -191,15 +212,35 @@ class RNNBase(Module):
 class RNN(RNNBase):
     """Elman RNN: h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh) (or relu). Returns (output, h_n)."""
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
-                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
-                 bidirectional: bool = False, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
         self.nonlinearity = nonlinearity
         mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
-        super().__init__(mode, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         device=device, dtype=dtype)
+        super().__init__(
+            mode,
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            device=device,
+            dtype=dtype,
+        )
 
     def extra_repr(self) -> str:
         s = super().extra_repr()
@@ -209,29 +250,70 @@ class RNN(RNNBase):
 class LSTM(RNNBase):
     """LSTM with gates i, f, g, o. Returns (output, (h_n, c_n))."""
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
-                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 proj_size: int = 0, device=None, dtype=None) -> None:
-        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, proj_size, device=device, dtype=dtype)
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(
+            "LSTM",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            proj_size,
+            device=device,
+            dtype=dtype,
+        )
 
 
 class GRU(RNNBase):
     """GRU with gates r, z, n; n = tanh(W_in x + b_in + r * (W_hn h + b_hn)). Returns (output, h_n)."""
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
-                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 device=None, dtype=None) -> None:
-        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, device=device, dtype=dtype)
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(
+            "GRU",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            device=device,
+            dtype=dtype,
+        )
 
 
 # ----------------------------------------------------------------------------- cells
 class RNNCellBase(Module):
     """One time step: parameters weight_ih, weight_hh, bias_ih, bias_hh; init U(-1/sqrt(H), 1/sqrt(H))."""
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int, device=None,
-                 dtype=None) -> None:
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool, num_chunks: int, device=None, dtype=None
+    ) -> None:
         super().__init__()
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -257,15 +339,17 @@ class RNNCellBase(Module):
         if input.dim() not in (1, 2):
             raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D instead")
         if input.shape[-1] != self.input_size:
-            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[-1]} expected "
-                               f"{self.input_size}")
+            raise RuntimeError(
+                f"input has inconsistent input_size: got {input.shape[-1]} expected {self.input_size}"
+            )
         batched = input.dim() == 2
         if not batched:
             input = input.unsqueeze(0)
         B = input.shape[0]
         if hx is None:
-            states = [zeros(B, self.hidden_size, dtype=input.dtype, device=input.device)
-                      for _ in range(n_states)]
+            states = [
+                zeros(B, self.hidden_size, dtype=input.dtype, device=input.device) for _ in range(n_states)
+            ]
         else:
             states = list(hx) if n_states == 2 else [hx]
             want = 2 if batched else 1
@@ -275,8 +359,10 @@ class RNNCellBase(Module):
                 if not batched:
                     s = states[k] = s.unsqueeze(0)
                 if tuple(s.shape) != (B, self.hidden_size):
-                    raise RuntimeError(f"hidden{k} has inconsistent hidden_size: got {list(s.shape)}, "
-                                       f"expected {[B, self.hidden_size]}")
+                    raise RuntimeError(
+                        f"hidden{k} has inconsistent hidden_size: got {list(s.shape)}, "
+                        f"expected {[B, self.hidden_size]}"
+                    )
         return input.unsqueeze(0), batched, states
 
     def extra_repr(self) -> str:
@@ -289,8 +375,15 @@ class RNNCellBase(Module):
 class RNNCell(RNNCellBase):
     """h' = tanh(W_ih x + b_ih + W_hh h + b_hh) (or relu)."""
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
-                 device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        device=None,
+        dtype=None,
+    ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
         super().__init__(input_size, hidden_size, bias, 1, device=device, dtype=dtype)
@@ -311,8 +404,9 @@ class LSTMCell(RNNCellBase):
 
     def forward(self, input: Tensor, hx=None):
         x, batched, (h, c) = self._prepare(input, hx, 2)
-        _, h, c = FS.lstm_layer(_project(x, self.weight_ih, _sum_biases(self.bias_ih, self.bias_hh)),
-                                self.weight_hh, h, c)
+        _, h, c = FS.lstm_layer(
+            _project(x, self.weight_ih, _sum_biases(self.bias_ih, self.bias_hh)), self.weight_hh, h, c
+        )
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
 
 

@@ -1,4 +1,5 @@
 """Embedding: a lookup table of learnable vectors indexed by integer ids (PyTorch's nn.Embedding)."""
+
 from __future__ import annotations
 
 from ...autograd.grad_mode import no_grad
@@ -16,10 +17,20 @@ class Embedding(Module):
     """A table of num_embeddings vectors of size embedding_dim, initialised N(0, 1); the padding_idx row
     starts at zero and gets no gradient."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
-                 max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
-                 sparse: bool = False, _weight: Tensor | None = None, _freeze: bool = False, device=None,
-                 dtype=None) -> None:
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight: Tensor | None = None,
+        _freeze: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
@@ -35,13 +46,16 @@ class Embedding(Module):
         self.scale_grad_by_freq = scale_grad_by_freq
         self.sparse = sparse
         if _weight is None:
-            self.weight = Parameter(empty(num_embeddings, embedding_dim, device=device, dtype=dtype),
-                                    requires_grad=not _freeze)
+            self.weight = Parameter(
+                empty(num_embeddings, embedding_dim, device=device, dtype=dtype), requires_grad=not _freeze
+            )
             self.reset_parameters()
         else:
             if list(_weight.shape) != [num_embeddings, embedding_dim]:
-                raise AssertionError(f"Shape of weight {list(_weight.shape)} does not match num_embeddings "
-                                     f"and embedding_dim {[num_embeddings, embedding_dim]}")
+                raise AssertionError(
+                    f"Shape of weight {list(_weight.shape)} does not match num_embeddings "
+                    f"and embedding_dim {[num_embeddings, embedding_dim]}"
+                )
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self) -> None:
@@ -54,8 +68,15 @@ class Embedding(Module):
                 self.weight[self.padding_idx].fill_(0)
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, self.sparse)
+        return F.embedding(
+            input,
+            self.weight,
+            self.padding_idx,
+            self.max_norm,
+            self.norm_type,
+            self.scale_grad_by_freq,
+            self.sparse,
+        )
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -72,12 +93,28 @@ class Embedding(Module):
         return s
 
     @classmethod
-    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True, padding_idx: int | None = None,
-                        max_norm: float | None = None, norm_type: float = 2.0,
-                        scale_grad_by_freq: bool = False, sparse: bool = False) -> Embedding:
+    def from_pretrained(
+        cls,
+        embeddings: Tensor,
+        freeze: bool = True,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+    ) -> Embedding:
         """An Embedding whose weight is `embeddings` (2-D); frozen (no grad) unless freeze=False."""
         if embeddings.dim() != 2:
             raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape
-        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-                   _weight=embeddings, _freeze=freeze)
+        return cls(
+            rows,
+            cols,
+            padding_idx,
+            max_norm,
+            norm_type,
+            scale_grad_by_freq,
+            sparse,
+            _weight=embeddings,
+            _freeze=freeze,
+        )
