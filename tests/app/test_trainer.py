@@ -324,3 +324,27 @@ def test_epoch_metrics_carry_histograms_on_request():
     h = rec.epochs[0].histograms
     assert sum(h["fc1"]["weights"]["counts"]) == 2 * 16 + 16
     assert isinstance(rec.epochs[0], EpochMetrics) and "activations" in h["act1"]
+
+
+def test_a_tiny_lr_gives_a_stalled_loss_finding():
+    from app.training import DoctorThresholds
+
+    rec = Recorder()
+    Trainer(make_doc(lr=1e-9, optimizer="SGD", epochs=4), callbacks=[rec],
+            thresholds=DoctorThresholds(stall_epochs=3)).run()
+    assert [f.rule for f in rec.findings] == ["stalled_loss"]
+
+
+def test_huge_initial_weights_give_an_exploding_gradient_finding_on_those_layers():
+    doc = make_doc(optimizer="SGD", lr=1e-9, epochs=1)
+    for node in ("fc1", "fc2"):
+        doc.set_param(node, "init", "normal")
+        doc.set_param(node, "init_std", 100.0)
+    from app.training import DoctorThresholds
+
+    # cross-entropy caps the logit gradient at 1, so these weights give norms of a few hundred
+    rec = Recorder()
+    Trainer(doc, callbacks=[rec], thresholds=DoctorThresholds(exploding_grad_norm=100.0)).run()
+    exploding = [f for f in rec.findings if f.rule == "exploding_gradients"]
+    assert {f.node_id for f in exploding} == {"fc1", "fc2"}
+    assert all(f.evidence["grad_norm"] > 100 for f in exploding)
