@@ -206,20 +206,23 @@ class _GRULayer(Function):
         T, B, H = hns.shape
         G_out = g_out._arr
         dh = np.array(g_hn._arr, copy=True)
+        # step-independent factors for all steps at once (see the LSTM backward)
+        r, z, n = acts[..., :H], acts[..., H : 2 * H], acts[..., 2 * H :]
+        A = (1 - z) * (1 - n * n)  # dh -> pre-activation of n
+        Br = hns * r * (1 - r)  # that -> pre-activation of r
+        Bz = (hs[:-1] - n) * z * (1 - z)  # dh -> pre-activation of z
         dX = np.empty_like(acts)  # grads of xg, processing order
         dHH = np.empty_like(acts)  # grads of h @ W_hh^T + b_hh, processing order
         order = list(_time_order(T, ctx.reverse))
         for k in range(T - 1, -1, -1):
             dh += G_out[order[k]]
-            a = acts[k]
-            r, z, n = a[:, :H], a[:, H : 2 * H], a[:, 2 * H :]
-            dn = dh * (1 - z) * (1 - n * n)
-            dX[k, :, :H] = dn * hns[k] * r * (1 - r)
-            dX[k, :, H : 2 * H] = dh * (hs[k] - n) * z * (1 - z)
-            dX[k, :, 2 * H :] = dn
+            dn = dX[k, :, 2 * H :]
+            np.multiply(dh, A[k], out=dn)
+            np.multiply(dn, Br[k], out=dX[k, :, :H])
+            np.multiply(dh, Bz[k], out=dX[k, :, H : 2 * H])
             dHH[k, :, : 2 * H] = dX[k, :, : 2 * H]
-            dHH[k, :, 2 * H :] = dn * r
-            dh = dh * z + dHH[k] @ W
+            np.multiply(dn, r[k], out=dHH[k, :, 2 * H :])
+            dh = dh * z[k] + dHH[k] @ W
         flat = dHH.reshape(T * B, 3 * H)
         dW = flat.T @ hs[:-1].reshape(T * B, H)
         db = flat.sum(0) if b_hh is not None else None

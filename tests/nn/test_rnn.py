@@ -96,6 +96,24 @@ def test_forward_states_and_all_gradients_match_torch(kind, num_layers, bidirect
         _close(ep[name].grad, p.grad, atol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["relu", "LSTM", "GRU"])
+def test_layers_without_bias_match_torch(kind):
+    torch.manual_seed(4)
+    ours, theirs = _pair(kind, input_size=3, hidden_size=4, num_layers=2, bias=False, bidirectional=True)
+    _load_torch_weights(ours, theirs)
+    x = torch.randn(5, 2, 3, requires_grad=True)
+    ex = _e(x, True)
+    out, eout = theirs(x)[0], ours(ex)[0]
+    _close(eout, out)
+    r = torch.randn(out.shape)
+    (out * r).sum().backward()
+    (eout * _e(r)).sum().backward()
+    _close(ex.grad, x.grad)
+    ep = dict(ours.named_parameters())
+    for name, p in theirs.named_parameters():
+        _close(ep[name].grad, p.grad, atol=1e-4)
+
+
 @pytest.mark.parametrize("kind", ["tanh", "LSTM", "GRU"])
 def test_unbatched_input_gives_unbatched_output_like_torch(kind):
     torch.manual_seed(1)
