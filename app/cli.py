@@ -212,11 +212,6 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_export(args: argparse.Namespace) -> int:
-    print("wiregrad export: not yet implemented", file=sys.stderr)
-    return EXIT_USAGE
-
-
 def cmd_gui(args: argparse.Namespace) -> int:
     try:
         import main as gui_main  # the top-level main.py
@@ -253,9 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     lr.add_argument("--quiet", action="store_true")
     lr.set_defaults(func=cmd_lr_find)
 
-    export = sub.add_parser("export", help="export a graph (not yet implemented)")
-    export.add_argument("rest", nargs=argparse.REMAINDER)
-    export.set_defaults(func=cmd_export)
+    from app.export.commands import add_parsers as add_export_parsers
+
+    add_export_parsers(sub)  # export, import
 
     gui = sub.add_parser("gui", help="open the desktop app")
     gui.add_argument("rest", nargs=argparse.REMAINDER)

@@ -154,7 +154,8 @@ def test_shape_rule_and_param_count_match_the_torch_layer(type_, params, per_sam
 
 def test_cases_cover_every_node_type_except_input_and_output():
     covered = {c[0] for c in CASES}
-    assert set(catalogue()) - covered == {"Input", "Output"}
+    # Unknown (imported modules Wiregrad can't run) has no shape by design; tests/export cover it
+    assert set(catalogue()) - covered == {"Input", "Output", "Unknown"}
 
 
 @pytest.mark.parametrize("loss", get_spec("Output").param("loss").choices)

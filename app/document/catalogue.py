@@ -17,7 +17,7 @@ OutShapes = dict[str, Shape]
 
 CATEGORIES: tuple[str, ...] = (
     "Input/Output", "Dense", "Convolution", "Pooling", "Normalization", "Recurrent", "Attention",
-    "Activation", "Reshape", "Merge", "Regularization", "Loss",
+    "Activation", "Reshape", "Merge", "Regularization", "Loss", "Imported",
 )
 PARAM_KINDS = ("int", "float", "bool", "choice", "str", "int-tuple", "float-tuple", "dict")
 MAX_DIM = 2**31 - 1  # per-axis size limit; keeps products of shapes sane
@@ -1196,6 +1196,23 @@ _register(NodeSpec(
     inputs=_MERGE_IN, outputs=_OUT,
     params=(_dim_param(1, "Dimension to join along (1 = features/channels)"),),
     shape_fn=_concat_shape, icon="merge-concat", key_params=("dim",), id_prefix="cat",
+))
+
+
+# ---------------------------------------------------------------------------------------------
+# Imported: a PyTorch module the catalogue has no entry for (app/export/importer.py)
+# ---------------------------------------------------------------------------------------------
+def _unknown_shape(p, s):
+    raise ShapeError(f"unknown module {p['module']}: edit or replace it with a known layer", None)
+
+
+_register(NodeSpec(
+    type="Unknown", category="Imported",
+    description="A module imported from PyTorch that Wiregrad does not know; replace it to train",
+    inputs=(PortSpec("in", required=False, variadic=True, min_count=0, help="What fed the module"),),
+    outputs=_OUT,
+    params=(ParamSpec("module", "str", "", ctor=False, help="The imported module's class or function"),),
+    shape_fn=_unknown_shape, icon="error", key_params=("module",), id_prefix="unknown",
 ))
 
 

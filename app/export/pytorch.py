@@ -54,6 +54,13 @@ def _py_dict_lines(value: Mapping[str, Any], width: int = 100) -> str:
     return "{\n" + "".join(f"    {_py(k)}: {_py(v)},\n" for k, v in value.items()) + "}"
 
 
+_P = inspect.Parameter
+# torch's recurrent layers take *args/**kwargs; these are their documented arguments and defaults
+_RNN_SIGNATURE = [_P(n, _P.KEYWORD_ONLY, default=d) for n, d in (
+    ("input_size", _P.empty), ("hidden_size", _P.empty), ("num_layers", 1), ("nonlinearity", "tanh"),
+    ("bias", True), ("batch_first", False), ("dropout", 0.0), ("bidirectional", False))]
+
+
 def _torch_signature(class_name: str) -> list[inspect.Parameter]:
     """Constructor parameters of torch.nn.<class_name>: the script writes arguments in their order
     and omits those left at their defaults. Without torch installed every argument is written out
@@ -62,6 +69,8 @@ def _torch_signature(class_name: str) -> list[inspect.Parameter]:
         import torch.nn
     except ImportError:  # pragma: no cover - torch is installed wherever the tests run
         return []
+    if class_name in ("RNN", "LSTM", "GRU"):
+        return _RNN_SIGNATURE
     cls = getattr(torch.nn, class_name, None)
     return list(inspect.signature(cls).parameters.values()) if cls is not None else []
 
@@ -79,6 +88,24 @@ def _constructor(module: str, class_name: str, kwargs: Mapping[str, Any]) -> str
     names = sorted(kwargs, key=lambda k: rank.get(k, len(rank)))
     args = [f"{k}={_py(kwargs[k])}" for k in names if not (k in defaults and _same(kwargs[k], defaults[k]))]
     return f"{module}.{class_name}({', '.join(args)})"
+
+
+def _wrap_call(prefix: str, call: str, width: int = 100) -> list[str]:
+    """`prefix + call` split after commas so no line passes `width` (continuations align with the
+    opening parenthesis)."""
+    if len(prefix) + len(call) <= width or "(" not in call:
+        return [prefix + call]
+    head, rest = call.split("(", 1)
+    pad = " " * (len(prefix) + len(head) + 1)
+    lines, line = [], prefix + head + "("
+    for i, arg in enumerate(rest[:-1].split(", ")):
+        piece = arg + (", " if i < rest.count(", ") else ")")
+        if len(line) + len(piece.rstrip()) > width and line.strip():
+            lines.append(line.rstrip())
+            line = pad
+        line += piece
+    lines.append(line.rstrip())
+    return lines
 
 
 class _Names:
@@ -120,7 +147,8 @@ def _layer_line(node: ExportNode) -> str | None:
         raise ExportError(f"node {node.id}: {node.type} has no PyTorch equivalent; "
                           "replace it before exporting")
     kwargs = node.spec.engine_kwargs(node.params, node.in_shapes)
-    return f"{_module_attr(node.id)} = {_constructor('nn', class_name, kwargs)}"
+    return "\n".join(_wrap_call(f"{_module_attr(node.id)} = ", _constructor("nn", class_name, kwargs),
+                                width=92))
 
 
 def _init_line(node: ExportNode) -> str | None:
@@ -209,7 +237,7 @@ def model_source(graph: ExportGraph, class_name: str = "Model") -> tuple[str, bo
     lines = [f"class {class_name}(nn.Module):",
              '    """The Wiregrad graph as PyTorch layers; attribute names are the node ids."""', "",
              "    def __init__(self):", "        super().__init__()"]
-    lines += [f"        {line}" for line in layers] or ["        pass"]
+    lines += [f"        {line}" for layer in layers for line in layer.splitlines()] or ["        pass"]
     if inits:
         lines += ["        # the initialisation chosen in Wiregrad (other layers keep PyTorch's default)"]
         lines += [f"        {line}" for line in inits]
@@ -482,7 +510,8 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=int, default=EPOCHS)
     parser.add_argument("--lr", type=float, default=LEARNING_RATE)
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="samples per batch and process")
-    parser.add_argument("--data", default=None, help=@DATA_HELP@)
+    parser.add_argument("--data", default=None,
+                        help=@DATA_HELP@)
     parser.add_argument("--weights", default=None, help="start from these weights (.safetensors)")
     parser.add_argument("--out", default="runs/pytorch", help="where checkpoints and weights go")
     parser.add_argument("--resume", default=None, help="continue from a checkpoint (last.pt)")
@@ -545,8 +574,8 @@ def generate_script(doc: Document, *, weights_file: str | None = None, base_dir:
     else:
         correct = "    return None"
     data_option = DATA_OPTIONS.get(dataset["name"])
-    data_help = (f"your copy of the data (default {dataset[data_option]})" if data_option
-                 else "not used: this dataset is generated")
+    data_help = ('f"your copy of the data (default: {DATASET[DATA_OPTION]})"' if data_option
+                 else '"not used: this dataset is generated"')
     int_input = graph.node(graph.input_ids[0]).params.get("dtype") == "int64"
     input_shape = graph.input_shapes[graph.input_ids[0]][1:]
     device = training["device"]
@@ -554,9 +583,11 @@ def generate_script(doc: Document, *, weights_file: str | None = None, base_dir:
     title = source_name or "A Wiregrad graph"
     header = f'''"""{title}: a PyTorch training script exported from Wiregrad on {time.strftime("%Y-%m-%d")}.
 
-    python {{script}}                                          # one CPU or GPU
-    torchrun --nproc_per_node=4 {{script}} --distributed       # DistributedDataParallel, one process per GPU
-    python {{script}} --epochs 1 --device cpu                   # a quick check
+    One CPU or GPU:       python {{script}}
+    Several processes:    torchrun --nproc_per_node=4 {{script}} --distributed
+    A quick check:        python {{script}} --epochs 1 --device cpu
+
+Under torchrun it uses DistributedDataParallel (NCCL on GPUs, Gloo on CPUs) and a DistributedSampler.
 
 `Model` has one layer per node of the graph, named by the node ids, so its state_dict keys are
 Wiregrad's weight names (e.g. "fc1.weight") and `--weights model.safetensors` loads them.
@@ -600,7 +631,7 @@ DATA_OPTION = {_py(data_option)}  # which dataset option --data replaces
     parts.append(data_source(dataset, targets, classes))
     body = (_TRAINING.replace("@LOSS@", loss_expr).replace("@COMPUTE_LOSS@", compute)
             .replace("@COUNT_CORRECT@", correct).replace("@OPTIMIZER@", _optimizer_source(training))
-            .replace("@SCHEDULER@", scheduler).replace("@DATA_HELP@", _py(data_help))
+            .replace("@SCHEDULER@", scheduler).replace("@DATA_HELP@", data_help)
             .replace("@DEVICE@", _py(device)))
     parts.append("\n" + body)
     return "".join(parts).replace("{script}", script_name)

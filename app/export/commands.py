@@ -1,0 +1,70 @@
+"""The `wiregrad export` and `wiregrad import` subcommands (wired into app/cli.py)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .graph import ExportError
+
+FORMATS = ("pytorch", "onnx", "safetensors")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from app.document import load_document
+
+    doc = load_document(args.graph)
+    base_dir = Path(args.graph).resolve().parent
+    out = Path(args.output)
+    if args.to == "pytorch":
+        from .pytorch import export_pytorch
+
+        export_pytorch(doc, out, weights=args.weights, base_dir=base_dir, source_name=Path(args.graph).stem)
+    elif args.to == "onnx":
+        from .onnx_export import export_onnx
+
+        export_onnx(doc, out, weights=args.weights, base_dir=base_dir)
+    else:
+        from .weights import read_state_dict, save_weights
+
+        if args.weights is None:
+            raise ExportError("--to safetensors needs --weights RUN_DIR or a checkpoint")
+        save_weights(read_state_dict(args.weights), out)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from app.document import save_document, validate
+
+    from .importer import import_target
+
+    shape = tuple(int(d) for d in args.input_shape.split(",")) if args.input_shape else None
+    doc = import_target(args.target, shape)
+    save_document(doc, args.output)
+    unknown = [n.id for n in doc.nodes.values() if n.type == "Unknown"]
+    if unknown:
+        print(f"note: {len(unknown)} module(s) Wiregrad does not know became Unknown nodes: "
+              f"{', '.join(unknown)}; replace them before training", file=sys.stderr)
+    errors = [p for p in validate(doc) if p.severity == "error" and p.node_id not in unknown]
+    print(f"wrote {args.output} ({len(doc.nodes)} nodes, {len(errors) + len(unknown)} to fix)")
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add `export` and `import` to the `wiregrad` command's subparsers."""
+    export = sub.add_parser("export", help="export a graph: PyTorch training script, ONNX or weights")
+    export.add_argument("graph", metavar="GRAPH.json")
+    export.add_argument("--to", choices=FORMATS, required=True)
+    export.add_argument("-o", "--output", required=True,
+                        help="the file to write (train_model.py, model.onnx, ...)")
+    export.add_argument("--weights",
+                        help="trained weights: a run directory, a checkpoint or a .safetensors file")
+    export.set_defaults(func=cmd_export)
+
+    imp = sub.add_parser("import", help="turn a PyTorch nn.Module (FILE.py:ClassName) into a graph document")
+    imp.add_argument("target", metavar="FILE.py:ClassName")
+    imp.add_argument("-o", "--output", required=True, metavar="GRAPH.json")
+    imp.add_argument("--input-shape",
+                     help="one sample's shape, e.g. 1,28,28 (default: the script's INPUT_SHAPE)")
+    imp.set_defaults(func=cmd_import)

@@ -1,0 +1,356 @@
+"""PyTorch -> document: trace an nn.Module with torch.fx and turn its layers into catalogue nodes.
+Modules the catalogue does not know become `Unknown` nodes that validation flags; nothing is dropped.
+"""
+from __future__ import annotations
+
+import importlib.util
+import operator
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from app.document import Document, get_spec
+
+from .graph import ExportError
+
+_ACTIVATIONS = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
+                "Softplus", "Hardtanh", "GLU")
+_SAME_NAME = (*_ACTIVATIONS, "Linear", "Bilinear", "Embedding", "Conv1d", "Conv2d", "ConvTranspose2d",
+              "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d",
+              "BatchNorm2d", "LayerNorm", "GroupNorm", "Dropout", "Dropout2d", "Flatten", "Unflatten",
+              "RNN", "LSTM", "GRU", "MultiheadAttention", "TransformerEncoderLayer")
+_FUNCTIONS = {"relu": "ReLU", "sigmoid": "Sigmoid", "tanh": "Tanh", "gelu": "GELU", "silu": "SiLU",
+              "elu": "ELU", "leaky_relu": "LeakyReLU", "softmax": "Softmax", "log_softmax": "LogSoftmax"}
+_LAYER_SPACING = (200.0, 110.0)
+
+
+class ImportErrorInUserTerms(ExportError):
+    """The module can't be traced or loaded; the message says why."""
+
+
+def load_module_class(target: str) -> type:
+    """`path/to/model.py:ClassName` (or `package.module:ClassName`) -> the class. This runs the file:
+    only import code you trust."""
+    if ":" not in target:
+        raise ImportErrorInUserTerms(f"expected FILE.py:ClassName, got {target!r}")
+    where, class_name = target.rsplit(":", 1)
+    if where.endswith(".py"):
+        path = Path(where).resolve()
+        if not path.exists():
+            raise ImportErrorInUserTerms(f"{where}: file not found")
+        name = f"wiregrad_import_{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        raise ImportErrorInUserTerms(f"{where} has no {class_name}")
+    return cls
+
+
+def _params_of(module: Any, kind: str) -> dict[str, Any]:
+    """The catalogue params of a torch module (all of them; defaults are dropped later)."""
+    spec = get_spec(kind)
+    params: dict[str, Any] = {}
+    for p in spec.params:
+        if not p.ctor:
+            continue
+        if hasattr(module, p.name):
+            value = getattr(module, p.name)
+            if p.name == "bias" and not isinstance(value, bool):
+                value = value is not None
+            params[p.name] = list(value) if isinstance(value, tuple) else value
+    if kind in ("RNN", "LSTM", "GRU"):
+        params["return"] = "sequence"
+        if kind == "RNN":
+            params["nonlinearity"] = module.nonlinearity
+    elif kind == "LayerNorm":
+        params["normalized_dims"] = len(module.normalized_shape)
+        params["bias"] = module.bias is not None if module.elementwise_affine else True
+    elif kind == "MultiheadAttention":
+        params["bias"] = module.in_proj_bias is not None
+    elif kind == "TransformerEncoderLayer":
+        params["nhead"] = module.self_attn.num_heads
+        params["dim_feedforward"] = module.linear1.out_features
+        params["dropout"] = float(module.dropout.p)
+        params["layer_norm_eps"] = float(module.norm1.eps)
+        params["bias"] = module.linear1.bias is not None
+        act = module.activation
+        act_name = getattr(act, "__name__", type(act).__name__).lower()
+        params["activation"] = "gelu" if "gelu" in act_name else "relu"
+    elif kind in ("Conv1d", "Conv2d", "ConvTranspose2d"):
+        if isinstance(module.padding, str):
+            params["padding"] = module.padding
+    elif kind.startswith(("MaxPool", "AvgPool")) and params.get("stride") == params.get("kernel_size"):
+        params["stride"] = None
+    return params
+
+
+def _checked(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep the params the catalogue accepts and that differ from its defaults."""
+    spec = get_spec(kind)
+    out = {}
+    for name, value in params.items():
+        p = spec.param(name)
+        if p is None:
+            continue
+        value = p.check(value)
+        if isinstance(value, list) and len(set(value)) == 1 and p.kind == "int-tuple" and p.length:
+            value = value[0]  # (3, 3) reads as 3, like the palette writes it
+        if value != p.default:
+            out[name] = value
+    return out
+
+
+class _Importer:
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.modules = dict(root.named_modules())
+        self.doc = Document()
+        self.value_of: dict[Any, str] = {}  # fx node -> document node id producing it
+        self.special: dict[Any, tuple[Any, ...]] = {}  # fx node -> (what, node id, data): tuple plumbing
+        self.depth: dict[str, int] = {}
+
+    # --- building ---------------------------------------------------------------------------------
+    def add(self, kind: str, params: Mapping[str, Any], inputs: Sequence[str], want_id: str | None = None,
+            port_names: Sequence[str] | None = None) -> str:
+        spec = get_spec(kind)
+        nid = self._id(want_id or spec.id_prefix, spec.id_prefix)
+        self.doc.add_node(kind, _checked(kind, params) if kind != "Unknown" else dict(params), node_id=nid)
+        ports = port_names or [spec.inputs[0].name] * len(inputs) if spec.inputs else []
+        for src, port in zip(inputs, ports):
+            self.doc.connect(src, "out", nid, port)
+        self.depth[nid] = 1 + max((self.depth[s] for s in inputs), default=-1)
+        return nid
+
+    def _id(self, want: str, prefix: str) -> str:
+        want = want.replace(".", "_")
+        if not want or not (want[0].isalpha() or want[0] == "_"):
+            want = prefix + want
+        want = "".join(c if c.isalnum() or c == "_" else "_" for c in want)[:64]
+        return want if want not in self.doc.nodes else self.doc.fresh_id(want + "_")
+
+    def unknown(self, what: str, inputs: Sequence[str], want_id: str | None = None) -> str:
+        return self.add("Unknown", {"module": what[:200]}, inputs[:1], want_id)
+
+    # --- fx nodes ---------------------------------------------------------------------------------
+    def inputs_of(self, args: Sequence[Any]) -> list[str]:
+        import torch.fx
+
+        out = []
+        for a in args:
+            if isinstance(a, list | tuple):
+                out += self.inputs_of(a)
+            elif isinstance(a, torch.fx.Node) and a in self.value_of:
+                out.append(self.value_of[a])
+        return out
+
+    def run(self, traced: Any, input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None) -> Document:
+        for node in traced.graph.nodes:
+            if node.op in ("call_function", "call_method", "get_attr") and not node.users:
+                continue  # a value nobody uses (e.g. the `_` in `_, (h_n, _) = lstm(x)`)
+            if node.op == "placeholder":
+                shape = input_shape.get(node.name) if isinstance(input_shape, Mapping) else input_shape
+                params = {"shape": list(shape)} if shape is not None else {}
+                self.value_of[node] = self.add("Input", params, [], node.name)
+            elif node.op == "call_module":
+                self.call_module(node)
+            elif node.op in ("call_function", "call_method"):
+                self.call(node)
+            elif node.op == "output":
+                self.output(node)
+            elif node.op == "get_attr":
+                self.value_of[node] = self.unknown(f"parameter {node.target}", [], node.name)
+        self.layout()
+        return self.doc
+
+    def call_module(self, node: Any) -> None:
+        module = self.modules[node.target]
+        kind = type(module).__name__
+        inputs = self.inputs_of(node.args)
+        if kind in _SAME_NAME and type(module).__module__.startswith("torch.nn"):
+            params = _params_of(module, kind)
+            if kind == "MultiheadAttention":
+                inputs = inputs[:1]  # self-attention: query = key = value
+            ports = ["in1", "in2"] if kind == "Bilinear" else None
+            nid = self.add(kind, params, inputs, node.target, ports)
+            if kind in ("RNN", "LSTM", "GRU", "MultiheadAttention"):
+                self.special[node] = ("layer_out", nid, kind)
+            else:
+                self.value_of[node] = nid
+            return
+        if kind == "Identity":
+            self.value_of[node] = inputs[0]
+            return
+        self.value_of[node] = self.unknown(f"{type(module).__module__}.{kind}", inputs, node.target)
+
+    def call(self, node: Any) -> None:
+        import torch
+
+        target = node.target
+        name = target if isinstance(target, str) else getattr(target, "__name__", str(target))
+        inputs = self.inputs_of(node.args)
+        if target is operator.getitem:
+            self.getitem(node)
+            return
+        if target in (operator.add, torch.add) or name in ("add", "__add__", "add_") and len(inputs) == 2:
+            self.value_of[node] = self.add("Add", {}, inputs)
+        elif target in (operator.mul, torch.mul) or name in ("mul", "__mul__") and len(inputs) == 2:
+            self.value_of[node] = self.add("Multiply", {}, inputs)
+        elif target in (torch.cat, torch.concat):
+            dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else 0)
+            last = self._bidirectional_last(node.args[0])
+            if last is not None:
+                self.value_of[node] = last
+            else:
+                self.value_of[node] = self.add("Concat", {"dim": dim}, inputs)
+        elif name == "flatten":
+            start = node.kwargs.get("start_dim", node.args[1] if len(node.args) > 1 else 0)
+            end = node.kwargs.get("end_dim", node.args[2] if len(node.args) > 2 else -1)
+            self.value_of[node] = self.add("Flatten", {"start_dim": start, "end_dim": end}, inputs)
+        elif name in ("reshape", "view") and node.op == "call_method":
+            shape = [a for a in node.args[2:]] if len(node.args) > 2 else None
+            if shape is not None and all(isinstance(d, int) for d in shape):
+                self.value_of[node] = self.add("Reshape", {"shape": shape}, inputs[:1])
+            else:
+                self.value_of[node] = self.unknown(f"{name}{tuple(node.args[1:])}", inputs)
+        elif name == "permute":
+            dims = node.args[1:] if not isinstance(node.args[1], list | tuple) else node.args[1]
+            self.value_of[node] = self.add("Permute", {"dims": list(dims)}, inputs[:1])
+        elif name in ("size", "dim"):
+            self.special[node] = ("size", None, None)  # only keeps the batch size in a reshape
+        elif name in _FUNCTIONS:
+            kind = _FUNCTIONS[name]
+            params = {}
+            if kind in ("Softmax", "LogSoftmax"):
+                params["dim"] = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else -1)
+            self.value_of[node] = self.add(kind, params, inputs[:1])
+        elif name == "contiguous":
+            self.value_of[node] = inputs[0]
+        else:
+            self.value_of[node] = self.unknown(f"function {name}", inputs)
+
+    def getitem(self, node: Any) -> None:
+        """Tuple plumbing of recurrent layers and attention: `out, (h_n, c_n) = lstm(x)`; out[0] is
+        the sequence, h_n[-1] (or cat(h_n[-2], h_n[-1])) the last state."""
+        src, index = node.args
+        what, nid, kind = self.special.get(src, (None, None, None))
+        if what == "layer_out" and index == 0:
+            self.value_of[node] = nid
+        elif what == "layer_out" and index == 1 and kind != "MultiheadAttention":
+            self.special[node] = ("lstm_state" if kind == "LSTM" else "h_n", nid, kind)
+        elif what == "lstm_state" and index == 0:
+            self.special[node] = ("h_n", nid, kind)
+        elif what == "h_n":
+            self.doc.set_param(nid, "return", "last")
+            self.special[node] = ("h_index", nid, index)
+            if index == -1 and not self.doc.resolved_params(nid)["bidirectional"]:
+                self.value_of[node] = nid
+        elif what is not None or src in self.value_of:
+            feeds = [self.value_of[src]] if src in self.value_of else [nid]
+            self.value_of[node] = self.unknown(f"indexing [{index}]", feeds)
+
+    def _bidirectional_last(self, parts: Any) -> str | None:
+        if not isinstance(parts, list | tuple) or len(parts) != 2:
+            return None
+        found = [self.special.get(p, (None, None, None)) for p in parts]
+        if all(f[0] == "h_index" for f in found) and found[0][1] == found[1][1] \
+                and [f[2] for f in found] == [-2, -1]:
+            return found[0][1]
+        return None
+
+    def output(self, node: Any) -> None:
+        results = node.args[0]
+        results = list(results) if isinstance(results, list | tuple) else [results]
+        for i, r in enumerate(results):
+            src = self.inputs_of([r])
+            if src:
+                self.add("Output", {}, src[:1], "loss" if len(results) == 1 else f"loss{i + 1}")
+
+    def layout(self) -> None:
+        """Columns by depth from the inputs, rows in the order nodes were made."""
+        rows: dict[int, int] = {}
+        for nid in self.doc.nodes:
+            d = self.depth.get(nid, 0)
+            self.doc.move_node(nid, [d * _LAYER_SPACING[0], rows.get(d, 0) * _LAYER_SPACING[1]])
+            rows[d] = rows.get(d, 0) + 1
+
+
+def import_module(module: Any, input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
+                  *, training: Mapping[str, Any] | None = None) -> Document:
+    """A torch nn.Module (or its class, built without arguments) as a document: one node per layer
+    the catalogue knows, `Unknown` nodes for the rest. `input_shape` is one sample's shape."""
+    try:
+        import torch.fx
+    except ImportError:
+        raise ImportErrorInUserTerms("importing a PyTorch model needs torch installed") from None
+    if isinstance(module, type):
+        module = module()
+    try:
+        traced = torch.fx.symbolic_trace(module)
+    except Exception as exc:  # fx explains what it could not follow (data-dependent control flow, ...)
+        raise ImportErrorInUserTerms(f"torch.fx can't trace {type(module).__name__}: {exc}") from None
+    doc = _Importer(module).run(traced, input_shape)
+    if training:
+        for key, value in training.items():
+            doc.set_training(key, value)
+    return doc
+
+
+def import_target(target: str, input_shape: Sequence[int] | None = None) -> Document:
+    """`model.py:ClassName` -> document. A script exported by Wiregrad also brings back its input
+    shape, loss, dataset and training settings (its INPUT_SHAPE, build_loss, DATASET, ...)."""
+    cls = load_module_class(target)
+    owner = sys.modules.get(cls.__module__)
+    if input_shape is None and owner is not None and hasattr(owner, "INPUT_SHAPE"):
+        input_shape = tuple(owner.INPUT_SHAPE)
+    doc = import_module(cls, input_shape)
+    if owner is not None:
+        _settings_from_script(doc, owner)
+    return doc
+
+
+_SCRIPT_SETTINGS = {"SEED": "seed", "EPOCHS": "epochs", "BATCH_SIZE": "batch_size", "GRAD_CLIP": "grad_clip",
+                    "ACCUMULATION_STEPS": "grad_accumulation", "AMP": "amp", "LEARNING_RATE": "optimizer.lr"}
+
+
+def _settings_from_script(doc: Document, owner: Any) -> None:
+    """Read back what an exported script records: plain settings, the dataset, loss and optimiser."""
+    import torch
+
+    for const, path in _SCRIPT_SETTINGS.items():
+        if hasattr(owner, const):
+            doc.set_training(path, getattr(owner, const))
+    dataset = getattr(owner, "DATASET", None)
+    if isinstance(dataset, dict):
+        spec = {k: v for k, v in dataset.items() if k != "val_fraction"}
+        if spec.get("name") == "digits":
+            spec.pop("path", None)  # the built-in file, wherever Wiregrad is installed
+        doc.set_training("dataset", spec)
+        if "val_fraction" in dataset:
+            doc.set_training("val_fraction", dataset["val_fraction"])
+    if callable(getattr(owner, "build_loss", None)):
+        loss = owner.build_loss()
+        outputs = [n for n in doc.nodes.values() if n.type == "Output"]
+        losses = loss if isinstance(loss, list) else [loss]
+        for node, fn in zip(outputs, losses):
+            spec = get_spec("Output")
+            values = {"loss": type(fn).__name__, **{p.name: getattr(fn, p.name) for p in spec.params
+                                                     if p.name != "loss" and hasattr(fn, p.name)}}
+            for name, value in _checked("Output", values).items():
+                doc.set_param(node.id, name, value)
+    if callable(getattr(owner, "build_optimizer", None)):
+        opt = owner.build_optimizer([torch.nn.Parameter(torch.zeros(1))], 1e-3)
+        doc.set_training("optimizer.type", type(opt).__name__)
+        group = opt.param_groups[0]
+        for name in ("momentum", "weight_decay", "betas", "eps", "nesterov"):
+            if name in group:
+                value = list(group[name]) if isinstance(group[name], tuple) else group[name]
+                doc.set_training(f"optimizer.{name}", value)
+
+
+__all__ = ["import_module", "import_target", "load_module_class"]
