@@ -15,6 +15,7 @@ import numpy as np
 
 import engine
 from app.document import Document, DocumentError
+from engine import serialization  # engine.save / engine.load
 
 from .errors import CheckpointError
 from .metrics import EpochMetrics
@@ -73,14 +74,14 @@ def save_checkpoint(trainer: Trainer, path: Path) -> None:
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    engine.save(obj, tmp)
+    serialization.save(obj, tmp)
     os.replace(tmp, path)
 
 
 def read_checkpoint(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(raw object, metadata) of a checkpoint file; CheckpointError when it isn't one."""
     try:
-        obj = engine.load(path)
+        obj = serialization.load(path)
     except FileNotFoundError:
         raise CheckpointError(f"no checkpoint at {os.fspath(path)}") from None
     except Exception as exc:

@@ -16,6 +16,9 @@ from typing import Any
 import numpy as np
 
 import engine
+import engine.nn.utils
+import engine.optim
+import engine.optim.lr_scheduler
 from app.compile import CompiledModel, build_loss, compile_document
 from app.datasets import DatasetSplit, load_dataset
 from app.document import Document, infer_shapes
@@ -43,6 +46,12 @@ _OPTIMIZER_OPTIONS = {
     "AdamW": ("lr", "betas", "eps", "weight_decay"),
     "RMSprop": ("lr", "momentum", "eps", "weight_decay"),
 }
+
+
+def _amp() -> Any:
+    import engine.amp  # only runs that ask for mixed precision load it
+
+    return engine.amp
 
 
 def _np(t: Any) -> np.ndarray:
@@ -129,7 +138,7 @@ class Trainer:
         self.optimizer = self._build_optimizer()
         self.scheduler, self.schedule_per_batch = self._build_scheduler()
         self.amp = bool(t["amp"])
-        self.scaler = engine.amp.GradScaler(enabled=self.amp) if self.amp else None
+        self.scaler = _amp().GradScaler(enabled=True) if self.amp else None
         self.node_params = self.model.node_parameters()
         upstream = {e.dst: e.src for e in self.doc.edges}
         self.doctor = TrainingDoctor(self.model.order, self.model.node_types, upstream,
@@ -492,7 +501,7 @@ class Trainer:
     def _autocast(self):
         if not self.amp:
             return contextlib.nullcontext()
-        return engine.amp.autocast(device_type=self.device.type)
+        return _amp().autocast(device_type=self.device.type)
 
     def _lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])

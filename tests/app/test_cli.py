@@ -104,11 +104,6 @@ def test_lr_find_prints_a_suggestion(tmp_path, capsys):
     assert 0 < result["suggested_lr"] < 10
 
 
-def test_export_is_not_yet_implemented(capsys):
-    assert main(["export", "g.json"]) == 2
-    assert "not yet implemented" in capsys.readouterr().err
-
-
 def test_console_entry_point_runs_as_a_module(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "app.cli", "validate", write(tmp_path, tiny_doc())],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
