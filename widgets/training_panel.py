@@ -1,0 +1,282 @@
+"""The training controls: Start/Pause/Resume/Stop/Step/Reset, device, the document's training setup
+at a glance, live learning-rate and optimiser-option edits, and progress (epoch/batch, samples/s, ETA)."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from widgets.theme import current_theme, icon
+
+ACTIVE_STATES = ("building", "running", "paused", "stopping")
+_LIVE_OPTIONS = {"SGD": ("momentum", "weight_decay"), "Adam": ("weight_decay", "eps"),
+                 "AdamW": ("weight_decay", "eps"), "RMSprop": ("momentum", "weight_decay", "eps")}
+
+
+def format_duration(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "–"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
+def setup_summary(training: dict[str, Any]) -> list[tuple[str, str]]:
+    """The training setup as (label, text) rows, in the words of the inspector."""
+    ds = dict(training.get("dataset") or {})
+    name = ds.pop("name", "?")
+    extra = ", ".join(f"{k}={v}" for k, v in ds.items() if k != "val_fraction")
+    opt = training.get("optimizer") or {}
+    opt_text = opt.get("type", "?") + f"  lr {opt.get('lr', '?')}"
+    if opt.get("weight_decay"):
+        opt_text += f", wd {opt['weight_decay']}"
+    if opt.get("type") in ("SGD", "RMSprop") and opt.get("momentum"):
+        opt_text += f", momentum {opt['momentum']}"
+    sched = training.get("lr_schedule") or {}
+    clip = training.get("grad_clip")
+    return [
+        ("Dataset", f"{name}" + (f" ({extra})" if extra else "")),
+        ("Split", f"{1 - float(training.get('val_fraction') or 0):.0%} train / "
+                  f"{float(training.get('val_fraction') or 0):.0%} val"),
+        ("Loss", str(training.get("loss") or "from the Output node")),
+        ("Optimiser", opt_text),
+        ("Schedule", str(sched.get("type", "constant"))),
+        ("Batch · epochs", f"{training.get('batch_size')} · {training.get('epochs')}"),
+        ("Clip · accumulate", f"{clip if clip is not None else 'off'} · {training.get('grad_accumulation')}"),
+        ("AMP · seed", f"{'on' if training.get('amp') else 'off'} · {training.get('seed')}"),
+    ]
+
+
+class TrainingPanel(QWidget):
+    """Controls of one training session. It only emits requests; the monitor acts on them and
+    reports the state back with `set_state`, `show_progress` and `set_setup`."""
+
+    start_requested = Signal()
+    pause_requested = Signal()
+    resume_requested = Signal()
+    stop_requested = Signal()
+    step_requested = Signal()
+    reset_requested = Signal()
+    lr_requested = Signal(float)
+    option_requested = Signal(str, float)
+    lr_finder_requested = Signal()
+    overfit_requested = Signal()
+
+    def __init__(self, cuda_available: bool = False, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = "ready"
+
+        def button(text: str, icon_name: str, tip: str, signal: Any) -> QPushButton:
+            b = QPushButton(icon(icon_name), text)
+            b.setToolTip(tip)
+            b.clicked.connect(signal.emit)
+            return b
+
+        self.start_button = button("Start", "train", "Train the graph on the canvas (a new run)",
+                                   self.start_requested)
+        self.pause_button = button("Pause", "pause", "Pause at the next batch", self.pause_requested)
+        self.resume_button = button("Resume", "train", "Continue training", self.resume_requested)
+        self.stop_button = button("Stop", "stop", "Stop the run (it is kept in Runs)", self.stop_requested)
+        self.step_button = button("Step", "step", "Train exactly one batch, then pause", self.step_requested)
+        self.reset_button = button("Reset", "reset", "Forget the weights: the next Start begins afresh",
+                                   self.reset_requested)
+        controls = QGridLayout()
+        controls.setSpacing(4)
+        for i, b in enumerate((self.start_button, self.pause_button, self.resume_button,
+                               self.step_button, self.stop_button, self.reset_button)):
+            controls.addWidget(b, i // 3, i % 3)
+
+        self.device = QComboBox()
+        self.device.addItem("CPU", "cpu")
+        if cuda_available:
+            self.device.addItem("CUDA", "cuda")
+        self.device.setToolTip("Where the engine trains (CUDA when a GPU is available)")
+
+        # progress
+        self.progress = QProgressBar()
+        self.progress.setTextVisible(True)
+        self.progress.setFormat("not started")
+        self.progress_detail = QLabel(" ")
+        self.progress_detail.setStyleSheet(f"color: {current_theme().muted}")
+        self.state_label = QLabel()
+        self.fork_label = QLabel()
+        self.fork_label.setWordWrap(True)
+        self.fork_label.setStyleSheet(f"color: {current_theme().warning}")
+        self.fork_label.hide()
+
+        # live optimiser options
+        self.lr = QDoubleSpinBox()
+        self.lr.setDecimals(6)
+        self.lr.setRange(0.0, 10.0)
+        self.lr.setSingleStep(0.0001)
+        self.lr.setKeyboardTracking(False)
+        self.lr.setToolTip("Learning rate: applied from the next step on while training "
+                           "(marked on the plots)")
+        self.apply_lr = QPushButton("Set")
+        self.apply_lr.clicked.connect(lambda: self.lr_requested.emit(self.lr.value()))
+        self.lr.editingFinished.connect(self._lr_edited)
+        self.option_name = QComboBox()
+        self.option_value = QLineEdit()
+        self.option_value.setPlaceholderText("value")
+        self.apply_option = QPushButton("Set")
+        self.apply_option.clicked.connect(self._option_edited)
+        self.option_value.returnPressed.connect(self._option_edited)
+        live = QFormLayout()
+        live.setContentsMargins(6, 6, 6, 6)
+        row = QHBoxLayout()
+        row.addWidget(self.lr, 1)
+        row.addWidget(self.apply_lr)
+        live.addRow("Learning rate", row)
+        row2 = QHBoxLayout()
+        row2.addWidget(self.option_name)
+        row2.addWidget(self.option_value, 1)
+        row2.addWidget(self.apply_option)
+        live.addRow("Option", row2)
+        live_box = QGroupBox("Change while training")
+        live_box.setLayout(live)
+
+        # the document's setup
+        self.setup = QFormLayout()
+        self.setup.setContentsMargins(6, 6, 6, 6)
+        self.setup.setVerticalSpacing(2)
+        setup_box = QGroupBox("Setup (edit in Inspector ▸ Training)")
+        setup_box.setLayout(self.setup)
+
+        checks = QHBoxLayout()
+        self.lr_finder_button = button("LR finder", "search",
+                                       "Sweep the lr on a fresh copy and propose a value",
+                                       self.lr_finder_requested)
+        self.overfit_button = button("Overfit one batch", "check",
+                                     "Sanity check: a fresh copy must memorise 32 samples",
+                                     self.overfit_requested)
+        checks.addWidget(self.lr_finder_button)
+        checks.addWidget(self.overfit_button)
+
+        device_row = QHBoxLayout()
+        device_row.addWidget(QLabel("Device"))
+        device_row.addWidget(self.device, 1)
+        device_row.addWidget(self.state_label)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.setSpacing(8)
+        layout.addLayout(controls)
+        layout.addLayout(device_row)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.progress_detail)
+        layout.addWidget(self.fork_label)
+        layout.addWidget(live_box)
+        layout.addWidget(setup_box)
+        layout.addLayout(checks)
+        layout.addStretch(1)
+        self._t0: float | None = None
+        self._samples_per_second = 0.0
+        self.set_state("ready")
+
+    # --- from the monitor ------------------------------------------------------------------------------
+    def set_setup(self, training: dict[str, Any]) -> None:
+        while self.setup.rowCount():
+            self.setup.removeRow(0)
+        for label, text in setup_summary(training):
+            value = QLabel(text)
+            value.setWordWrap(True)
+            value.setTextInteractionFlags(Qt.TextSelectableByMouse)
+            self.setup.addRow(label, value)
+        opt = training.get("optimizer") or {}
+        if self.state not in ACTIVE_STATES:
+            self.lr.setValue(float(opt.get("lr", 0.001)))
+        current = self.option_name.currentText()
+        self.option_name.clear()
+        self.option_name.addItems(_LIVE_OPTIONS.get(opt.get("type", ""), ()))
+        if current:
+            self.option_name.setCurrentText(current)
+        self._options = opt
+
+    def set_state(self, state: str, has_weights: bool = False) -> None:
+        """Enable what makes sense in `state` (ready, building, running, paused, stopping, finished,
+        stopped, early_stopped, failed)."""
+        self.state = state
+        active = state in ACTIVE_STATES
+        self.start_button.setEnabled(not active)
+        self.start_button.setText("Continue" if has_weights and not active else "Start")
+        self.start_button.setToolTip("Continue training these weights in a new run segment" if has_weights
+                                     else "Train the graph on the canvas (a new run)")
+        self.pause_button.setEnabled(state == "running")
+        self.resume_button.setEnabled(state == "paused")
+        self.step_button.setEnabled(state in ("running", "paused"))
+        self.stop_button.setEnabled(state in ("building", "running", "paused"))
+        self.reset_button.setEnabled(not active and has_weights)
+        self.device.setEnabled(not active)
+        self.lr_finder_button.setEnabled(state not in ("building", "running", "stopping"))
+        self.overfit_button.setEnabled(state not in ("building", "running", "stopping"))
+        theme = current_theme()
+        color = {"running": theme.ok, "paused": theme.warning, "failed": theme.error}.get(state, theme.muted)
+        self.state_label.setText(f"<b style='color:{color}'>● {state.replace('_', ' ')}</b>")
+        if state == "ready":
+            self._t0 = None
+
+    def show_progress(self, epoch: int, batch: int, epochs: int, steps_per_epoch: int,
+                      samples_per_second: float, start_epoch: int = 0) -> None:
+        """Epoch/batch, samples per second (smoothed) and the time left."""
+        total = max(1, (epochs - start_epoch) * steps_per_epoch)
+        done = (epoch - start_epoch) * steps_per_epoch + batch + 1
+        self.progress.setMaximum(total)
+        self.progress.setValue(min(done, total))
+        self.progress.setFormat(f"epoch {epoch + 1}/{epochs} · batch {batch + 1}/{steps_per_epoch}")
+        now = time.perf_counter()
+        if self._t0 is None:
+            self._t0, self._done0 = now, done
+        if samples_per_second > 0:
+            a = 0.9 if self._samples_per_second else 0.0
+            self._samples_per_second = a * self._samples_per_second + (1 - a) * samples_per_second
+        elapsed = now - self._t0
+        rate = (done - self._done0) / elapsed if elapsed > 0.5 and done > self._done0 else 0.0
+        eta = (total - done) / rate if rate > 0 else math.nan
+        speed = f"{self._samples_per_second:,.0f} samples/s"
+        self.progress_detail.setText(f"{speed}   ·   ETA {format_duration(eta)}")
+
+    def reset_progress(self) -> None:
+        self._t0 = None
+        self._samples_per_second = 0.0
+        self.progress.setValue(0)
+        self.progress.setFormat("not started")
+        self.progress_detail.setText(" ")
+
+    def show_fork(self, text: str | None) -> None:
+        self.fork_label.setText(text or "")
+        self.fork_label.setVisible(bool(text))
+
+    # --- edits ------------------------------------------------------------------------------------------
+    def _lr_edited(self) -> None:
+        if self.state in ("running", "paused"):
+            self.lr_requested.emit(self.lr.value())
+
+    def _option_edited(self) -> None:
+        name = self.option_name.currentText()
+        try:
+            value = float(self.option_value.text())
+        except ValueError:
+            self.option_value.setStyleSheet(f"color: {current_theme().error}")
+            return
+        self.option_value.setStyleSheet("")
+        if name:
+            self.option_requested.emit(name, value)
