@@ -279,4 +279,6 @@ def can_cast(from_, to) -> _builtins.bool:
 
 __version__ = "0.1.0"
 
+from . import amp, nn, optim, utils  # noqa: E402  (after the core: they build on it)
 from .serialization import load, save  # noqa: E402
+from .utils import data as _data  # noqa: E402,F401  (engine.utils.data importable as an attribute)

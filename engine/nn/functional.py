@@ -871,3 +871,6 @@ def kl_div(
 
 
 _ = math
+
+
+from .functional_seq import scaled_dot_product_attention  # noqa: E402, F401  (attention lives beside the RNNs)

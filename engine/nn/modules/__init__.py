@@ -14,6 +14,7 @@ from .activation import (
     Softplus,
     Tanh,
 )
+from .attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import Identity, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose2d
@@ -33,29 +34,22 @@ from .loss import (
 from .module import Module
 from .normalization import GroupNorm, LayerNorm
 from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
-
-# Written in parallel by another engineer; optional until their files land.
-try:
-    from .sparse import Embedding  # noqa: F401
-except ImportError:
-    pass
-try:
-    from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
-except ImportError:
-    pass
-try:
-    from .attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer  # noqa: F401
-except ImportError:
-    try:
-        from .activation_attention import (  # noqa: F401
-            MultiheadAttention,
-            TransformerEncoder,
-            TransformerEncoderLayer,
-        )
-    except ImportError:
-        pass
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .sparse import Embedding
 
 __all__ = [
+    "Embedding",
+    "RNNBase",
+    "RNN",
+    "LSTM",
+    "GRU",
+    "RNNCellBase",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
+    "MultiheadAttention",
+    "TransformerEncoderLayer",
+    "TransformerEncoder",
     "Module",
     "Identity",
     "Sequential",
@@ -101,20 +95,4 @@ __all__ = [
     "BCELoss",
     "BCEWithLogitsLoss",
     "KLDivLoss",
-]
-__all__ += [
-    n
-    for n in (
-        "Embedding",
-        "RNN",
-        "LSTM",
-        "GRU",
-        "RNNCell",
-        "LSTMCell",
-        "GRUCell",
-        "MultiheadAttention",
-        "TransformerEncoderLayer",
-        "TransformerEncoder",
-    )
-    if n in globals()
 ]
