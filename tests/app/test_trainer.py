@@ -308,10 +308,6 @@ def test_overfit_one_batch_passes_for_a_working_model_and_fails_with_a_dead_lr()
 
 
 def test_mixed_precision_run_trains():
-    import engine
-
-    if not hasattr(engine, "amp"):
-        pytest.skip("engine.amp is not there yet")
     rec = Recorder()
     Trainer(make_doc(epochs=2, amp=True), callbacks=[rec]).run()
     assert all(math.isfinite(e.train_loss) for e in rec.epochs)

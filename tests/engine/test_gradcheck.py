@@ -171,25 +171,16 @@ def _inputs(name, layout):
     return fn, ins
 
 
-@pytest.mark.parametrize("layout", ["contiguous", "transposed", "stepped", "expanded"])
-@pytest.mark.parametrize("name", list(OPS))
+# Expanded (repeated-row) inputs create exact ties, where these ops have no derivative: leave those pairs out.
+TIES_UNDEFINED = {"maximum", "minimum", "topk", "sort", "kthvalue", "max_dim", "amax", "min_all", "norm_p1",
+                  "where", "getitem_mask", "std"}
+CASES = [(name, layout) for name in OPS for layout in ("contiguous", "transposed", "stepped", "expanded")
+         if not (layout == "expanded" and name in TIES_UNDEFINED)]
+
+
+@pytest.mark.parametrize(("name", "layout"), CASES)
 def test_gradcheck_op(name, layout):
     fn, ins = _inputs(name, layout)
-    if layout == "expanded" and name in (
-        "maximum",
-        "minimum",
-        "topk",
-        "sort",
-        "kthvalue",
-        "max_dim",
-        "amax",
-        "min_all",
-        "norm_p1",
-        "where",
-        "getitem_mask",
-        "std",
-    ):
-        pytest.skip("ties from repeated rows make the derivative undefined")
     assert gradcheck(fn, ins, eps=1e-6, atol=1e-5, rtol=1e-3)
 
 
