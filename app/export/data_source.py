@@ -316,8 +316,8 @@ def data_source(dataset: dict[str, Any], targets: str, classes: int | None) -> s
     """The data section of the script: helpers, the loader for this dataset, split and normalisation."""
     name = dataset["name"]
     loader = _LOADERS[name]
-    helpers = _HELPERS if "class_counts(" in loader else ""
+    helpers = _HELPERS.strip("\n") + "\n\n\n" if "class_counts(" in loader else ""
     target_code = _TARGETS[targets].replace("{k}", str(classes))
     split = _SPLIT_WITH_FILES if "def make_validation" in loader else _SPLIT
     pipeline = _PIPELINE.replace("@SPLIT@", split)
-    return (helpers + loader).strip("\n") + "\n\n" + pipeline + "\n\n" + target_code
+    return helpers + loader.strip("\n") + "\n\n" + pipeline + "\n\n" + target_code

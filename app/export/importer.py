@@ -197,9 +197,11 @@ class _Importer:
         if target is operator.getitem:
             self.getitem(node)
             return
-        if target in (operator.add, torch.add) or name in ("add", "__add__", "add_") and len(inputs) == 2:
+        # x * 2 is no Multiply node, and a document can't wire x twice into one port (x + x)
+        tensors_only = len(set(inputs)) == len(node.args) >= 2
+        if (target in (operator.add, torch.add) or name in ("add", "__add__")) and tensors_only:
             self.value_of[node] = self.add("Add", {}, inputs)
-        elif target in (operator.mul, torch.mul) or name in ("mul", "__mul__") and len(inputs) == 2:
+        elif (target in (operator.mul, torch.mul) or name in ("mul", "__mul__")) and tensors_only:
             self.value_of[node] = self.add("Multiply", {}, inputs)
         elif target in (torch.cat, torch.concat):
             dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else 0)
@@ -281,9 +283,10 @@ class _Importer:
 
 
 def import_module(module: Any, input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
-                  *, training: Mapping[str, Any] | None = None) -> Document:
+                  *, training: Mapping[str, Any] | None = None, keep_whole: Sequence[type] = ()) -> Document:
     """A torch nn.Module (or its class, built without arguments) as a document: one node per layer
-    the catalogue knows, `Unknown` nodes for the rest. `input_shape` is one sample's shape."""
+    the catalogue knows, `Unknown` nodes for the rest. `input_shape` is one sample's shape.
+    Custom submodules are traced through; those of the `keep_whole` classes become one node each."""
     try:
         import torch.fx
     except ImportError:
@@ -291,7 +294,7 @@ def import_module(module: Any, input_shape: Sequence[int] | Mapping[str, Sequenc
     if isinstance(module, type):
         module = module()
     try:
-        traced = torch.fx.symbolic_trace(module)
+        traced = torch.fx.GraphModule(module, _Tracer(tuple(keep_whole)).trace(module))
     except Exception as exc:  # fx explains what it could not follow (data-dependent control flow, ...)
         raise ImportErrorInUserTerms(f"torch.fx can't trace {type(module).__name__}: {exc}") from None
     doc = _Importer(module).run(traced, input_shape)
@@ -299,6 +302,19 @@ def import_module(module: Any, input_shape: Sequence[int] | Mapping[str, Sequenc
         for key, value in training.items():
             doc.set_training(key, value)
     return doc
+
+
+class _Tracer:
+    """torch.fx's tracer, keeping the `keep_whole` module classes as single calls."""
+
+    def __new__(cls, keep_whole: tuple[type, ...]) -> Any:
+        import torch.fx
+
+        class Tracer(torch.fx.Tracer):
+            def is_leaf_module(self, m: Any, qualname: str) -> bool:
+                return isinstance(m, keep_whole) or super().is_leaf_module(m, qualname)
+
+        return Tracer()
 
 
 def import_target(target: str, input_shape: Sequence[int] | None = None) -> Document:

@@ -159,7 +159,7 @@ def _init_line(node: ExportNode) -> str | None:
     if choice in _INIT_OPTIONS:
         param, arg = _INIT_OPTIONS[choice]
         extra = f", {arg}={_py(float(node.params[param]))}"
-    return f"init_weights({_module_attr(node.id)}, {choice!r}{extra})"
+    return f"init_weights({_module_attr(node.id)}, {_py(choice)}{extra})"
 
 
 _INIT_HELPER = '''

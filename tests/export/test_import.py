@@ -1,0 +1,159 @@
+"""Import from PyTorch: exported examples come back as equivalent documents; unknown modules stay visible."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from export_helpers import load_script
+from torch import nn
+
+from app.document import Document, get_spec, infer_shapes, validate
+from app.export import export_pytorch
+from app.export.importer import import_module, import_target
+
+
+def canonical(doc: Document) -> list[tuple[Any, ...]]:
+    """The graph without ids and positions: per node in topological order its type, resolved params
+    (Input: the shape only matters when it is not taken from the dataset) and input positions."""
+    info = infer_shapes(doc)
+    order = [n for n in info.order]
+    place = {n: i for i, n in enumerate(order)}
+    out = []
+    for nid in order:
+        node = doc.nodes[nid]
+        params = get_spec(node.type).resolve_params(node.params)
+        if node.type == "Input" and params["dataset_driven"]:
+            params.pop("shape")
+        for key in ("init", "init_gain", "init_std", "init_value"):
+            params.pop(key, None)  # a training-time choice, not part of a torch module
+        sources = tuple(place[e.src] for e in doc.incoming(nid))
+        out.append((node.type, tuple(sorted(params.items(), key=lambda kv: kv[0])), sources))
+    return out
+
+
+def test_every_example_survives_export_then_import(example, tmp_path):
+    script = export_pytorch(example, tmp_path / "train_model.py")
+    back = import_target(f"{script}:Model")
+    assert canonical(back) == canonical(example)
+    assert back.training["dataset"]["name"] == example.training["dataset"]["name"]
+    assert back.training["optimizer"]["type"] == example.training["optimizer"]["type"]
+    assert back.training["optimizer"]["lr"] == example.training["optimizer"]["lr"]
+    assert [p for p in validate(back) if p.severity == "error"] == []
+
+
+def test_module_names_become_node_ids():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Linear(4, 8)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.head(torch.relu(self.encoder(x)))
+
+    doc = import_module(Net(), (4,))
+    assert [n.type for n in doc.nodes.values()] == ["Input", "Linear", "ReLU", "Linear", "Output"]
+    assert "encoder" in doc.nodes and "head" in doc.nodes
+    assert doc.nodes["head"].params == {"out_features": 2}
+
+
+def test_functions_and_methods_become_merge_and_reshape_nodes():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 4, 3, padding=1)
+            self.fc = nn.Linear(4 * 6 * 6 * 2, 3)
+
+        def forward(self, x):
+            y = self.conv(x)
+            both = torch.cat([y, y * torch.sigmoid(y)], dim=1)
+            flat = both.view(both.size(0), -1)
+            return self.fc(flat + torch.tanh(flat))
+
+    doc = import_module(Net, (1, 6, 6))
+    kinds = [n.type for n in doc.nodes.values()]
+    assert kinds == ["Input", "Conv2d", "Sigmoid", "Multiply", "Concat", "Reshape", "Tanh", "Add", "Linear",
+                     "Output"]
+    concat = next(n for n in doc.nodes.values() if n.type == "Concat")
+    assert concat.params == {}  # dim 1 is the default
+    reshape = next(n for n in doc.nodes.values() if n.type == "Reshape")
+    assert doc.resolved_params(reshape.id)["shape"] == [-1]
+    assert [p for p in validate(doc) if p.severity == "error"] == []
+
+
+class Mystery(nn.Module):
+    def forward(self, x):
+        return x * 2 + 1
+
+
+def test_an_unknown_module_becomes_a_marked_node_that_validation_flags():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+            self.odd = Mystery()
+            self.out = nn.Linear(3, 1)
+
+        def forward(self, x):
+            return self.out(self.odd(self.fc(x)))
+
+    doc = import_module(Net(), (3,), keep_whole=(Mystery,))
+    odd = doc.nodes["odd"]
+    assert odd.type == "Unknown" and odd.params["module"].endswith("Mystery")
+    assert [e.src for e in doc.incoming("out")] == ["odd"]  # still wired: nothing silently dropped
+    errors = [p for p in validate(doc) if p.severity == "error"]
+    assert any(p.node_id == "odd" and "unknown module" in p.message and "Mystery" in p.message
+               for p in errors)
+
+
+def test_operations_on_constants_inside_a_traced_module_become_unknown_nodes():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.odd = Mystery()
+
+        def forward(self, x):
+            return self.odd(x)
+
+    doc = import_module(Net(), (3,))
+    assert [n.type for n in doc.nodes.values()] == ["Input", "Unknown", "Unknown", "Output"]
+    assert [n.params["module"] for n in doc.nodes.values() if n.type == "Unknown"] == [
+        "function mul", "function add"]
+
+
+def test_lstm_tuple_plumbing_becomes_the_last_state_option(tmp_path):
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(2, 5, batch_first=True, bidirectional=True)
+            self.fc = nn.Linear(10, 2)
+
+        def forward(self, x):
+            _, h_n = self.rnn(x)
+            return self.fc(torch.cat([h_n[-2], h_n[-1]], dim=1))
+
+    doc = import_module(Net(), (7, 2))
+    assert doc.nodes["rnn"].type == "GRU"
+    assert doc.resolved_params("rnn")["return"] == "last"
+    assert [e.src for e in doc.incoming("fc")] == ["rnn"]
+    assert infer_shapes(doc).shape_of("fc") == (None, 2)
+
+
+def test_an_exported_script_with_weights_imports_and_reexports_the_same_module(tmp_path):
+    from export_helpers import ROOT
+
+    from app.document import load_document
+
+    doc = load_document(ROOT / "assets" / "examples" / "cnn_digits.json")
+    first = export_pytorch(doc, tmp_path / "a" / "train_model.py")
+    again = export_pytorch(import_target(f"{first}:Model"), tmp_path / "b" / "train_model.py")
+    a, b = load_script(first, "first_cnn"), load_script(again, "again_cnn")
+    assert str(a.Model()) == str(b.Model())
+
+
+def test_a_missing_class_is_a_user_error(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("import torch\n")
+    with pytest.raises(Exception, match="has no Model"):
+        import_target(f"{path}:Model")

@@ -1,0 +1,213 @@
+"""The exported PyTorch script: same outputs as the engine, same data, trains, and runs under torchrun."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from export_helpers import ROOT, engine_forward, engine_model, load_script
+
+from app.datasets import load_dataset
+from app.document import Document
+from app.export import ExportError, export_pytorch, generate_script, save_weights
+from app.export.graph import dataset_input_shape
+
+
+def _export_with_engine_weights(doc, tmp_path, shape):
+    model = engine_model(doc, shape)
+    weights = save_weights(model.state_dict(), tmp_path / "trained.safetensors")
+    script = export_pytorch(doc, tmp_path / "train_model.py", weights=weights)
+    return model, load_script(script)
+
+
+def _torch_forward(module, x):
+    net = module.Model()
+    module.load_weights(net, module.WEIGHTS)
+    net.eval()
+    with torch.no_grad():
+        return net(torch.from_numpy(x)).numpy()
+
+
+def test_every_example_exports_a_module_that_matches_the_engine_within_1e_5(example, tmp_path):
+    shape = dataset_input_shape(example)
+    model, module = _export_with_engine_weights(example, tmp_path, shape)
+    x = np.random.default_rng(1).standard_normal((7, *shape)).astype(np.float32)
+    np.testing.assert_allclose(_torch_forward(module, x), engine_forward(model, x), atol=1e-5, rtol=0)
+
+
+def _chain(doc: Document, *nodes) -> str:
+    """Add nodes (id, type, params) wired one after the other; type None means the node exists."""
+    prev = None
+    for nid, kind, params in nodes:
+        if kind is not None:
+            doc.add_node(kind, params, node_id=nid)
+        if prev is not None:
+            doc.connect(prev, "out", nid, "in")
+        prev = nid
+    return prev
+
+
+def sequence_doc() -> Document:
+    """Sequence layers, merges, reshapes and an init choice, on a (6, 8) input."""
+    doc = Document()
+    _chain(doc, ("x", "Input", {"shape": [8, 8], "dataset_driven": False}),
+           ("ln", "LayerNorm", {}),
+           ("gru", "GRU", {"hidden_size": 4, "num_layers": 2, "bidirectional": True}),
+           ("attn", "MultiheadAttention", {"num_heads": 2}))
+    doc.add_node("RNN", {"hidden_size": 8, "nonlinearity": "relu"}, node_id="rnn")
+    doc.connect("ln", "out", "rnn", "in")
+    doc.add_node("Concat", {"dim": 2}, node_id="both")
+    doc.connect("attn", "out", "both", "in")
+    doc.connect("rnn", "out", "both", "in")
+    _chain(doc, ("both", None, None), ("perm", "Permute", {"dims": [0, 2, 1]}),
+           ("conv", "Conv1d", {"out_channels": 4, "kernel_size": 3, "padding": "same"}),
+           ("shape", "Reshape", {"shape": [-1]}),
+           ("fc", "Linear", {"out_features": 12, "init": "xavier_uniform", "init_gain": 0.5}),
+           ("bn", "BatchNorm1d", {}), ("gelu", "GELU", {"approximate": "tanh"}), ("drop", "Dropout", {}))
+    doc.add_node("Linear", {"out_features": 12, "bias": False}, node_id="gate")
+    doc.connect("fc", "out", "gate", "in")
+    doc.add_node("Multiply", {}, node_id="gated")
+    doc.connect("drop", "out", "gated", "in")
+    doc.connect("gate", "out", "gated", "in")
+    _chain(doc, ("gated", None, None), ("head", "Linear", {"out_features": 3}), ("loss", "Output", {}))
+    doc.set_training("dataset", {"name": "sequence", "n_samples": 60, "seq_len": 8, "n_classes": 2})
+    return doc
+
+
+def image_doc() -> Document:
+    doc = Document()
+    _chain(doc, ("img", "Input", {"shape": [2, 8, 8], "dataset_driven": False}),
+           ("conv", "Conv2d", {"out_channels": 4, "padding": "same", "dilation": 2}),
+           ("bn", "BatchNorm2d", {}), ("act", "SiLU", {}), ("pool", "AvgPool2d", {"kernel_size": 2}),
+           ("gn", "GroupNorm", {"num_groups": 2}),
+           ("up", "ConvTranspose2d", {"out_channels": 2, "stride": 2}),
+           ("mp", "MaxPool2d", {"kernel_size": 3, "stride": 2, "padding": 1}), ("elu", "ELU", {}),
+           ("gap", "AdaptiveAvgPool2d", {"output_size": 1}), ("flat", "Flatten", {}),
+           ("soft", "Softplus", {"beta": 2.0}), ("head", "Linear", {"out_features": 3}),
+           ("lsm", "LogSoftmax", {}), ("loss", "Output", {"loss": "NLLLoss"}))
+    return doc
+
+
+@pytest.mark.parametrize("make_doc", [sequence_doc, image_doc])
+def test_many_layer_kinds_match_the_engine_after_training_mode_statistics(make_doc, tmp_path):
+    doc = make_doc()
+    shape = doc.resolved_params(next(n for n in doc.nodes if doc.nodes[n].type == "Input"))["shape"]
+    model = engine_model(doc, shape)
+    x = np.random.default_rng(2).standard_normal((5, *shape)).astype(np.float32)
+    model.train()
+    engine_forward(model, x)  # move the BatchNorm running statistics away from 0/1
+    model.eval()
+    weights = save_weights(model.state_dict(), tmp_path / "w.safetensors")
+    module = load_script(export_pytorch(doc, tmp_path / "train_model.py", weights=weights))
+    np.testing.assert_allclose(_torch_forward(module, x), engine_forward(model, x), atol=1e-5, rtol=0)
+
+
+def test_the_model_reads_like_hand_written_pytorch():
+    text = generate_script(sequence_doc())
+    assert "self.fc = nn.Linear(in_features=32, out_features=12)" in text
+    assert "gated = drop * gate" in text
+    assert "both = torch.cat([attn, rnn], dim=2)" in text
+    assert "perm = both.permute(0, 2, 1)" in text
+    assert "attn, _ = self.attn(gru, gru, gru, need_weights=False)" in text
+    assert "init_weights(self.fc, \"xavier_uniform\", gain=0.5)" in text
+    assert "DistributedSampler(" in text and "sampler.set_epoch(epoch)" in text
+
+
+def test_the_generated_script_passes_ruff(tmp_path):
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    for make_doc in (sequence_doc, image_doc):
+        path = tmp_path / f"{make_doc.__name__}.py"
+        path.write_text(generate_script(make_doc()))
+        proc = subprocess.run([ruff, "check", "--no-cache", "--isolated", "--select", "E,F,W,I,B",
+                               "--line-length", "110", str(path)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("spec", [
+    {"name": "spirals", "n_samples": 90, "turns": 1.5},
+    {"name": "sequence", "n_samples": 40, "seq_len": 12},
+    {"name": "digits", "layout": "image", "normalize": "minmax"},
+    {"name": "sine", "n_samples": 30, "task": "reconstruction"},
+    {"name": "xor"}, {"name": "moons"}, {"name": "circles"}, {"name": "blobs", "n_classes": 4},
+])
+def test_the_script_loads_the_same_data_as_wiregrad(spec, tmp_path):
+    doc = Document()
+    doc.set_training("dataset", spec)
+    doc.set_training("seed", 7)
+    split = load_dataset(dict(spec, val_fraction=0.2), 7)
+    _chain(doc, ("x", "Input", {}), ("flat", "Flatten", {}),
+           ("fc", "Linear", {"out_features": 10 if split.task == "classification" else int(
+               np.prod(split.y_train.shape[1:]))}),
+           ("loss", "Output", {"loss": "CrossEntropyLoss" if split.task == "classification" else "MSELoss"}))
+    path = tmp_path / "s.py"
+    path.write_text(generate_script(doc))
+    x_train, y_train, x_val, y_val = load_script(path, f"data_{spec['name']}").load_data()
+    for got, want in ((x_train, split.x_train), (y_train, split.y_train), (x_val, split.x_val),
+                      (y_val, split.y_val)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_script_trains_one_epoch_on_the_cpu(tmp_path):
+    from app.document import load_document
+
+    doc = load_document(ROOT / "assets" / "examples" / "spirals.json")
+    script = export_pytorch(doc, tmp_path / "train_model.py")
+    out = tmp_path / "run"
+    cmd = [sys.executable, str(script), "--epochs", "1", "--device", "cpu", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "epoch 1/1 loss" in proc.stdout
+    from safetensors.torch import load_file
+
+    state = load_file(out / "model.safetensors")
+    assert set(state) == {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "out.weight", "out.bias"}
+    assert (out / "last.pt").exists()
+
+
+def test_torchrun_with_two_gloo_processes_ends_with_the_same_weights_on_both_ranks(tmp_path):
+    from app.document import load_document
+
+    doc = load_document(ROOT / "assets" / "examples" / "spirals.json")
+    doc.set_training("dataset", {"name": "spirals", "n_samples": 240})
+    script = export_pytorch(doc, tmp_path / "train_model.py")
+    out = tmp_path / "run"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+           "--distributed", "--device", "cpu", "--epochs", "1", "--out", str(out), "--save-every-rank"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 process(es)" in proc.stdout
+    from safetensors.torch import load_file
+
+    rank0, rank1 = load_file(out / "model_rank0.safetensors"), load_file(out / "model_rank1.safetensors")
+    assert set(rank0) == set(rank1)
+    initial = _initial_weights(script)
+    assert any(not torch.equal(rank0[k], initial[k]) for k in rank0)  # they did train
+    for name in rank0:
+        assert torch.equal(rank0[name], rank1[name]), name
+
+
+def _initial_weights(script):
+    module = load_script(script, "initial_weights_probe")
+    torch.manual_seed(module.SEED)
+    return module.Model().state_dict()
+
+
+def test_unsupported_multi_input_graphs_are_refused_with_the_node_ids():
+    doc = Document()
+    doc.add_node("Input", {"shape": [3]}, node_id="a")
+    doc.add_node("Input", {"shape": [3]}, node_id="b")
+    doc.add_node("Add", {}, node_id="sum")
+    doc.connect("a", "out", "sum", "in")
+    doc.connect("b", "out", "sum", "in")
+    doc.add_node("Output", {"loss": "MSELoss"}, node_id="loss")
+    doc.connect("sum", "out", "loss", "in")
+    with pytest.raises(ExportError, match="one Input node; the graph has 2 \\(a, b\\)"):
+        generate_script(doc)
