@@ -157,3 +157,18 @@ def test_a_missing_class_is_a_user_error(tmp_path):
     path.write_text("import torch\n")
     with pytest.raises(Exception, match="has no Model"):
         import_target(f"{path}:Model")
+
+
+def test_the_cli_exports_every_format_and_imports_back(tmp_path, capsys):
+    from export_helpers import ROOT
+
+    from app.cli import main
+    from app.document import load_document
+
+    graph = str(ROOT / "assets" / "examples" / "residual_mlp.json")
+    assert main(["export", graph, "--to", "pytorch", "-o", str(tmp_path / "train_model.py")]) == 0
+    assert main(["export", graph, "--to", "onnx", "-o", str(tmp_path / "model.onnx")]) == 0
+    assert main(["export", graph, "--to", "safetensors", "-o", str(tmp_path / "w.safetensors")]) == 2
+    assert "needs --weights" in capsys.readouterr().err
+    assert main(["import", f"{tmp_path / 'train_model.py'}:Model", "-o", str(tmp_path / "back.json")]) == 0
+    assert canonical(load_document(tmp_path / "back.json")) == canonical(load_document(graph))
