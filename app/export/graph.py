@@ -3,7 +3,6 @@ each with resolved params, input sources and shapes. Shared by the PyTorch and O
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,7 +107,3 @@ def plan_export(doc: Document, input_shape: Sequence[int] | Mapping[str, Sequenc
     prediction_of = {out: doc.incoming(out, "in")[0].src for out in output_ids}
     input_shapes = {nid: info.nodes[nid].shape for nid in input_ids}
     return ExportGraph(doc, nodes, input_ids, output_ids, prediction_of, input_shapes)
-
-
-def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=4, sort_keys=False)

@@ -16,7 +16,7 @@ from typing import Any
 from app.document import Document
 
 from .data_source import DATA_OPTIONS, data_source, resolved_dataset
-from .graph import ExportError, ExportGraph, ExportNode, dataset_input_shape, plan_export
+from .graph import ExportError, ExportGraph, ExportNode, plan_export
 
 _RECURRENT = ("RNN", "LSTM", "GRU")
 _CLASS_LOSSES = ("CrossEntropyLoss", "NLLLoss")
@@ -662,7 +662,7 @@ def export_pytorch(doc: Document, path: str | Path, *, weights: str | Path | Non
     if weights is not None:
         state = read_state_dict(weights)
         target = path.with_suffix(".safetensors")
-        _check_weights_fit(doc, state, base_dir)
+        _check_weights_fit(doc, state)
         save_weights(state, target)
         weights_file = target.name
     text = generate_script(doc, weights_file=weights_file, base_dir=base_dir, source_name=source_name,
@@ -672,7 +672,7 @@ def export_pytorch(doc: Document, path: str | Path, *, weights: str | Path | Non
     return path
 
 
-def _check_weights_fit(doc: Document, state: Mapping[str, Any], base_dir: str | Path | None) -> None:
+def _check_weights_fit(doc: Document, state: Mapping[str, Any]) -> None:
     """Every weight must belong to a node of the document (names are node ids)."""
     ids = set(doc.nodes)
     strangers = sorted({k.split(".", 1)[0] for k in state} - ids)
@@ -681,4 +681,4 @@ def _check_weights_fit(doc: Document, state: Mapping[str, Any], base_dir: str | 
                           "were they trained from another graph?")
 
 
-__all__ = ["dataset_input_shape", "export_pytorch", "generate_script", "model_source"]
+__all__ = ["export_pytorch", "generate_script", "model_source"]
