@@ -1,4 +1,33 @@
-"""Shared test set-up: Qt runs offscreen, and the engine's RNG is reseeded per test."""
+"""Shared test set-up: Qt runs offscreen, and no test may leak the engine's global state into the next."""
 import os
 
+import pytest
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def _engine_globals():
+    import engine
+    from engine.autograd.grad_mode import state
+
+    return {"default dtype": engine.get_default_dtype(), "grad mode": state.grad_enabled,
+            "anomaly mode": state.anomaly, "autograd scope": state.scope,
+            "autocast": engine.amp.is_autocast_enabled()}
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_engine_state():
+    """A test that changes global engine state and keeps it breaks later tests: fail it, then restore."""
+    before = _engine_globals()
+    yield
+    after = _engine_globals()
+    if after != before:
+        import engine
+        from engine.autograd.grad_mode import state
+
+        engine.set_default_dtype(before["default dtype"])
+        state.grad_enabled = before["grad mode"]
+        state.anomaly = before["anomaly mode"]
+        state.scope = before["autograd scope"]
+        leaked = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+        pytest.fail(f"test leaked global engine state (before, after): {leaked}")
