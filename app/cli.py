@@ -45,9 +45,9 @@ def _read_text(path: str) -> str:
 
 def load_graph(path: str):
     """Load a document for training; DocumentError (or UserError) explains what is wrong."""
-    from app.document import loads_document
+    from app.document import load_document
 
-    return loads_document(_read_text(path))
+    return load_document(path)
 
 
 def document_problems(text: str) -> list[str]:

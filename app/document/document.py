@@ -902,7 +902,10 @@ def load_document(path: str | os.PathLike[str]) -> Document:
         raise DocumentError(f"can't read {os.fspath(path)}: {exc.strerror or exc}") from None
     if len(raw) > MAX_TEXT_CHARS * 4:
         raise DocumentError(f"{os.fspath(path)} is too large to be a graph document")
-    return loads_document(raw)
+    try:
+        return loads_document(raw)
+    except DocumentError as exc:  # say which file: the user may have several open
+        raise DocumentError(f"{os.fspath(path)}: {exc}") from None
 
 
 def dumps_document(doc: Document) -> str:
