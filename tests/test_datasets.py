@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from app.datasets import DATASETS, DatasetError, list_datasets, load_dataset, read_idx
+from app.datasets.split import fit_normalization
 
 TWO_D = ["spirals", "moons", "circles", "xor", "blobs"]
 
@@ -396,3 +397,14 @@ def test_image_folder_empty_class_folder_and_missing_folder_are_reported(tmp_pat
         load_dataset({"name": "image_folder", "path": str(tmp_path)})
     with pytest.raises(DatasetError, match=r"nowhere: folder not found"):
         load_dataset({"name": "image_folder", "path": str(tmp_path / "nowhere")})
+
+
+def test_standardisation_floors_the_scale_of_nearly_constant_features():
+    # feature 0 varies normally; feature 1 is zero in training but for one sample
+    rng = np.random.default_rng(0)
+    x = np.stack([rng.normal(0, 5, 400), np.zeros(400)], axis=1).astype(np.float32)
+    x[0, 1] = 0.01
+    norm = fit_normalization(x, "standard", "flat")
+    assert norm.scale[1] >= 0.1 * norm.scale[0] * 0.99
+    # a validation value of 16 in that feature stays a moderate input instead of ~30,000
+    assert abs(norm.apply(np.array([[0.0, 16.0]], np.float32))[0, 1]) < 50

@@ -93,7 +93,8 @@ def _stat_axes(layout: str, ndim: int) -> tuple[int, ...]:
 
 
 def fit_normalization(x_train: np.ndarray, mode: str, layout: str) -> Normalization:
-    """Compute statistics on the training part; constant features get scale 1 so they map to 0."""
+    """Compute statistics on the training part; constant features get scale 1 so they map to 0,
+    and near-constant ones a scale of at least a tenth of the median feature's."""
     axes = _stat_axes(layout, x_train.ndim)
     if mode == "none" or x_train.shape[0] == 0:
         shape = tuple(1 if a in axes else s for a, s in enumerate(x_train.shape))[1:]
@@ -102,6 +103,12 @@ def fit_normalization(x_train: np.ndarray, mode: str, layout: str) -> Normalizat
     if mode == "standard":
         shift = x64.mean(axis=axes, keepdims=True)
         scale = x64.std(axis=axes, keepdims=True)
+        # A feature that barely varies in training (a border pixel of the digits) would turn the rare
+        # value it takes in validation into a huge input; floor its scale at a tenth of the typical one.
+        varying = scale >= 1e-8
+        if varying.sum() > 1:
+            floor = 0.1 * float(np.median(scale[varying]))
+            scale = np.where(varying, np.maximum(scale, floor), scale)
         scale[scale < 1e-8] = 1.0
     else:  # minmax
         shift = x64.min(axis=axes, keepdims=True)
