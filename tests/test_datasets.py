@@ -400,11 +400,14 @@ def test_image_folder_empty_class_folder_and_missing_folder_are_reported(tmp_pat
 
 
 def test_standardisation_floors_the_scale_of_nearly_constant_features():
-    # feature 0 varies normally; feature 1 is zero in training but for one sample
+    # features 0-4 vary normally; feature 5 is zero in training but for one sample
     rng = np.random.default_rng(0)
-    x = np.stack([rng.normal(0, 5, 400), np.zeros(400)], axis=1).astype(np.float32)
-    x[0, 1] = 0.01
+    x = np.concatenate([rng.normal(0, 5, (400, 5)), np.zeros((400, 1))], axis=1).astype(np.float32)
+    x[0, 5] = 0.01
     norm = fit_normalization(x, "standard", "flat")
-    assert norm.scale[1] >= 0.1 * norm.scale[0] * 0.99
+    raw = x.astype(np.float64).std(axis=0)
+    assert raw[5] < 0.01 * raw[0]
+    assert np.isclose(norm.scale[5], 0.1 * np.median(raw), rtol=1e-5)  # floored to a tenth of the median
+    assert np.allclose(norm.scale[:5], x[:, :5].std(axis=0), rtol=1e-5)  # normal features are untouched
     # a validation value of 16 in that feature stays a moderate input instead of ~30,000
-    assert abs(norm.apply(np.array([[0.0, 16.0]], np.float32))[0, 1]) < 50
+    assert abs(norm.apply(np.array([[0, 0, 0, 0, 0, 16.0]], np.float32))[0, 5]) < 50
