@@ -33,6 +33,49 @@ class Storage:
         return self.data.nbytes
 
 
+class TypedStorage:
+    """What tensor.storage() returns: the shared flat buffer, indexable and iterable element by element."""
+
+    __slots__ = ("_storage",)
+
+    def __init__(self, storage: Storage):
+        self._storage = storage
+
+    @property
+    def dtype(self):
+        return _NP_TO_DTYPE[self._storage.data.dtype]
+
+    @property
+    def device(self):
+        return self._storage.device
+
+    def size(self) -> int:
+        return self._storage.data.size
+
+    __len__ = size
+
+    def tolist(self) -> list:
+        return self._storage.backend.to_numpy(self._storage.data).tolist()
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            raise RuntimeError("slices are only supported in UntypedStorage.__getitem__; index the tensor "
+                               "(or call tolist()) to read a range of elements")
+        return self._storage.data[i].item()
+
+    def data_ptr(self) -> int:
+        d = self._storage.data
+        return int(d.__array_interface__["data"][0] if isinstance(d, np.ndarray) else d.data.ptr)
+
+    def __repr__(self) -> str:
+        body = "\n".join(f" {v}" for v in self.tolist())
+        kind = f"engine.storage.TypedStorage(dtype={self.dtype}, device={self.device})"
+        return f"{body}\n[{kind} of size {self.size()}]"
+
+
 _new_tensor = object.__new__
 
 
@@ -115,6 +158,10 @@ class Tensor:
 
     def untyped_storage(self) -> Storage:
         return self._storage
+
+    def storage(self) -> TypedStorage:
+        """The flat storage read as elements of this tensor's dtype (shared with every view; no copy)."""
+        return TypedStorage(self._storage)
 
     def data_ptr(self) -> int:
         return int(self._storage.backend.xp.asarray(self._storage.data).__array_interface__["data"][0]
