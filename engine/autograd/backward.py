@@ -192,6 +192,9 @@ def run_backward(
                 deps[nxn] -= 1
                 if deps[nxn] == 0:
                     heapq.heappush(heap, (-nxn._seq, nxn))
+            # Drop this frame's references to the gradients just handed on, so a leaf can steal its
+            # gradient (refcount test in _accumulate_into_leaf) instead of cloning it.
+            buf = grads = g = None
     finally:
         state.grad_enabled = prev_mode
 
