@@ -4,9 +4,37 @@ NumPy's OpenBLAS and torch's OpenMP threads keep spinning for ~0.1 s after use, 
 runs right after another is measured slow; sleeping and warming up before each block removes that."""
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
+
+
+def set_threads(n: int) -> str:
+    """Cap NumPy's BLAS and torch's intra-op pool at n threads (0 keeps the defaults); describe the pools.
+
+    Both sides must run with the same cap, or a GEMM-bound step compares 1 core against 2."""
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+    except ImportError:
+        return "threadpoolctl absent"
+    global _limits
+    if n > 0:
+        _limits = threadpool_limits(n)  # kept alive: the cap holds while the object lives
+        try:
+            import torch
+
+            torch.set_num_threads(n)
+        except ImportError:
+            pass
+    env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
+    pools = ", ".join(
+        f"{i['internal_api']}({i.get('architecture', '-')}):{i['num_threads']}t" for i in threadpool_info()
+    )
+    return f"pools {pools}; env {env or 'no OPENBLAS_* overrides'}"
+
+
+_limits = None
 
 
 def time_block(fn: Callable[[], object], iters: int, warmup: int = 3, rest: float = 0.3) -> float:

@@ -1,6 +1,7 @@
-"""LeNet-style CNN training step (1x28x28, batch 64): engine vs PyTorch CPU, forward and backward timed apart.
+"""LeNet-style CNN training step (1x28x28, batch 64, SGD): engine vs PyTorch CPU, same weights, phases apart.
 
-Run: python benchmarks/bench_cnn.py [--rounds 7]"""
+Run: python benchmarks/bench_cnn.py [--rounds 7] [--threads 0|1|2]
+Target (issue "Engine: nn"): within 1.5x of torch CPU. "torch (control)" is a identical torch model."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +14,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import engine  # noqa: E402
-from benchmarks._harness import compare, report  # noqa: E402
+from benchmarks._harness import compare, median_ratio, report, set_threads  # noqa: E402
 
 
 def lenet(nn):
@@ -26,36 +27,56 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=0, help="cap BLAS and torch threads (0: defaults)")
     args = ap.parse_args()
     import torch
 
+    libs = set_threads(args.threads)
+    print(f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads); {libs}")
     from engine import nn
     from engine.nn import functional as F
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((64, 1, 28, 28)).astype(np.float32)
     y = rng.integers(0, 10, 64)
-    me, mt = lenet(nn), lenet(torch.nn)
+    me, mt, mt2 = lenet(nn), lenet(torch.nn), lenet(torch.nn)
+    mt2.load_state_dict(mt.state_dict())
+    with engine.no_grad():  # same starting weights on every side
+        for pe, pt in zip(me.parameters(), mt.parameters()):
+            pe.copy_(engine.tensor(pt.detach().numpy()))
     xe, ye, xt, yt = engine.tensor(x), engine.tensor(y), torch.tensor(x), torch.tensor(y)
-    split: dict[str, list[float]] = {"engine": [0.0, 0.0], "torch": [0.0, 0.0]}
+    split: dict[str, list[float]] = {"engine": [0.0, 0.0, 0.0], "torch": [0.0, 0.0, 0.0],
+                                     "torch (control)": [0.0, 0.0, 0.0]}
 
-    def step(model, xx, yy, ce, name):
+    def step(model, opt, xx, yy, ce, name):
         def run():
             t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
             loss = ce(model(xx), yy)
             t1 = time.perf_counter()
-            model.zero_grad()
             loss.backward()
-            split[name][0] += t1 - t0
-            split[name][1] += time.perf_counter() - t1
+            t2 = time.perf_counter()
+            opt.step()
+            sp = split[name]
+            sp[0] += t1 - t0
+            sp[1] += t2 - t1
+            sp[2] += time.perf_counter() - t2
         return run
 
-    times = compare({"torch": step(mt, xt, yt, torch.nn.functional.cross_entropy, "torch"),
-                     "engine": step(me, xe, ye, F.cross_entropy, "engine")}, args.iters, args.rounds)
+    lr = 0.01
+    times = compare({
+        "torch": step(mt, torch.optim.SGD(mt.parameters(), lr=lr), xt, yt, torch.nn.functional.cross_entropy,
+                      "torch"),
+        "engine": step(me, engine.optim.SGD(me.parameters(), lr=lr), xe, ye, F.cross_entropy, "engine"),
+        "torch (control)": step(mt2, torch.optim.SGD(mt2.parameters(), lr=lr), xt, yt,
+                                torch.nn.functional.cross_entropy, "torch (control)"),
+    }, args.iters, args.rounds)
     report("LeNet training step, batch 64 (ms)", times, base="torch", unit="ms", scale=1e3)
-    for name, (f, b) in split.items():
-        total = f + b
-        print(f"  {name:<8} forward share {f / total:.0%}, backward share {b / total:.0%}")
+    print(f"  engine/torch: {median_ratio(times, 'engine', 'torch'):.2f}x  (target <= 1.5x); "
+          f"control torch/torch: {median_ratio(times, 'torch (control)', 'torch'):.2f}x")
+    for name, (f, b, o) in split.items():
+        total = f + b + o
+        print(f"  {name:<16} forward {f / total:.0%}, backward {b / total:.0%}, optimiser {o / total:.0%}")
 
 
 if __name__ == "__main__":

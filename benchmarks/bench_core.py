@@ -1,6 +1,7 @@
 """Engine core benchmarks: per-op overhead and a 784-256-10 MLP training step, vs PyTorch CPU and NumPy.
 
-Run: python benchmarks/bench_core.py [--rounds 7]
+Run: python benchmarks/bench_core.py [--rounds 7] [--threads 0|1|2]
+"torch (control)" is a second, identical torch contender: its ratio to torch shows the noise floor.
 Targets (issue "Engine core"): per-op overhead < 2x torch; MLP step no slower than torch CPU and
 within 1.2x of the hand-written NumPy step."""
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import engine  # noqa: E402
-from benchmarks._harness import compare, median_ratio, report  # noqa: E402
+from benchmarks._harness import compare, median_ratio, report, set_threads  # noqa: E402
 
 try:
     import torch
@@ -46,6 +47,7 @@ def per_op(rounds: int) -> None:
             "torch fwd (no grad)": lambda: xa * xb + xc,
             "torch fwd (grad)": lambda: ta * tb + tc,
             "torch fwd+bwd": lambda: (ta * tb + tc).sum().backward(),
+            "torch (control) fwd+bwd": lambda: (ta * tb + tc).sum().backward(),
         })
     times = compare(contenders, iters=3000, rounds=rounds)
     # two ops per forward (mul, add); fwd+bwd has mul, add, sum + backward
@@ -54,6 +56,8 @@ def per_op(rounds: int) -> None:
     if torch is not None:
         for kind in ("fwd (no grad)", "fwd (grad)", "fwd+bwd"):
             print(f"  engine/torch {kind:<14}: {median_ratio(per, 'engine ' + kind, 'torch ' + kind):.2f}x")
+        ctl = median_ratio(per, "torch (control) fwd+bwd", "torch fwd+bwd")
+        print(f"  control: torch/torch fwd+bwd: {ctl:.2f}x")
 
 
 def mlp_step(rounds: int) -> None:
@@ -93,15 +97,13 @@ def mlp_step(rounds: int) -> None:
             return -out.log_softmax(1).gather(1, tt.unsqueeze(1)).mean()
 
     ex, ey = engine.tensor(x), engine.tensor(y)
+    eopt = engine.optim.SGD(eparams, lr=lr)
 
     def engine_step():
-        for p in eparams:
-            p.grad = None
+        eopt.zero_grad(set_to_none=True)
         loss = eloss(eforward(ex), ey)
         loss.backward()
-        with engine.no_grad():
-            for p in eparams:
-                p.sub_(p.grad, alpha=lr)
+        eopt.step()
         return loss
 
     # --- hand-written NumPy: the same step, forward and backward by hand
@@ -147,27 +149,42 @@ def mlp_step(rounds: int) -> None:
             return loss
 
         contenders["torch"] = torch_step
+        tmodel2 = torch.nn.Sequential(torch.nn.Linear(d_in, d_h), torch.nn.ReLU(),
+                                      torch.nn.Linear(d_h, d_out))
+        tmodel2.load_state_dict(tmodel.state_dict())
+        topt2 = torch.optim.SGD(tmodel2.parameters(), lr=lr)
+
+        def torch_step2():
+            topt2.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(tmodel2(tx), ty)
+            loss.backward()
+            topt2.step()
+            return loss
+
+        contenders["torch (control)"] = torch_step2
     times = compare(contenders, iters=100, rounds=rounds)
     report("MLP 784-256-10 training step, batch 128, float32, SGD (microseconds per step)", times,
            base="engine")
     print(f"  engine/numpy: {median_ratio(times, 'engine', 'numpy (hand-written)'):.2f}x  (target <= 1.2x)")
     if torch is not None:
         print(f"  engine/torch: {median_ratio(times, 'engine', 'torch'):.2f}x  (target <= 1.0x)")
+        print(f"  control: torch/torch: {median_ratio(times, 'torch (control)', 'torch'):.2f}x")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=0, help="cap BLAS and torch threads (0: defaults)")
+    ap.add_argument("--only", choices=("per-op", "mlp"), help="run one of the two benchmarks")
     args = ap.parse_args()
-    try:
-        from threadpoolctl import threadpool_info
-
-        libs = ", ".join(f"{i['internal_api']}:{i['num_threads']}t" for i in threadpool_info())
-    except ImportError:
-        libs = "?"
-    print(f"numpy {np.__version__}, torch {torch.__version__ if torch else 'absent'}; thread pools: {libs}")
-    per_op(args.rounds)
-    mlp_step(args.rounds)
+    libs = set_threads(args.threads)
+    tthreads = torch.get_num_threads() if torch else "-"
+    tver = torch.__version__ if torch else "absent"
+    print(f"numpy {np.__version__}, torch {tver} ({tthreads} threads); {libs}")
+    if args.only != "mlp":
+        per_op(args.rounds)
+    if args.only != "per-op":
+        mlp_step(args.rounds)
 
 
 if __name__ == "__main__":
