@@ -342,7 +342,12 @@ class Tensor:
 
     @property
     def data(self) -> Tensor:
-        return self._alias()
+        """A view (no copy) outside autograd with its own version counter, as in PyTorch: in-place edits
+        through .data escape the saved-tensor checks (detach() shares the counter and is caught)."""
+        t = self._alias()
+        st = self._storage
+        t._storage = Storage(st.data, st.device, st.backend)
+        return t
 
     @data.setter
     def data(self, value: Tensor) -> None:

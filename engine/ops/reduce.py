@@ -95,12 +95,29 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
             f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
             f"complex dtype. Got: {input._dtype.name.capitalize()}"
         )
-    axes = _axes(input, dim)
-    n = 1
-    for a in axes:
-        n *= input._shape[a]
-    s = sum(input, dim, keepdim, dtype=dtype)
-    return s / n if n else s * float("nan")
+    return Mean.apply(input, _axes(input, dim), keepdim, _sum_dtype(input, dtype))
+
+
+class Mean(Function):
+    """Its own node (not sum / n) so the graph reads MeanBackward0, as users see in PyTorch."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, axes, keepdim, dtype):
+        ctx.in_shape, ctx.axes, ctx.keepdim = x._shape, axes, keepdim
+        n = 1
+        for a in axes:
+            n *= x._shape[a]
+        ctx.n = n
+        s = np.sum(x._arr, axis=axes, keepdims=keepdim, dtype=dtype.np)
+        if n == 0:
+            return np.full_like(s, np.nan)
+        return np.true_divide(s, n, dtype=dtype.np)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _expand_back(g / ctx.n, ctx.in_shape, ctx.axes, ctx.keepdim)
 
 
 class Var(Function):
