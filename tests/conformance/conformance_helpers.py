@@ -108,3 +108,11 @@ def same_repr(fn) -> str:
     re_ = str(fn(engine)).replace("engine.", "torch.")
     assert re_ == rt, f"\ntorch : {rt}\nengine: {re_}"
     return rt
+
+
+def fill_deterministic(model, T, seed: int = 0, scale: float = 0.3) -> None:
+    """Give every parameter the same values under torch and the engine (seeded by its position)."""
+    rng = np.random.default_rng(seed)
+    with T.no_grad():
+        for p in model.parameters():
+            p.copy_(T.tensor((rng.standard_normal(tuple(p.shape)) * scale).astype(np.float32)))

@@ -1,5 +1,5 @@
-"""Tensor behaviours the study texts teach (creation, strides, views, broadcasting, indexing, in-place, reprs),
-each run with torch and with the engine."""
+"""Tensor behaviours the study texts teach (creation, strides, views, broadcasting, indexing, in-place,
+reprs), each run with torch and with the engine."""
 from __future__ import annotations
 
 import numpy as np
