@@ -30,6 +30,10 @@ class IterableDataset(Dataset):
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
 
+class _SizeMismatch(ValueError, AssertionError):
+    """A ValueError that `except AssertionError` also catches: torch's TensorDataset asserts on this."""
+
+
 class TensorDataset(Dataset):
     """Sample i is tuple(t[i] for t in tensors). The DataLoader indexes whole batches at once for it."""
 
@@ -39,7 +43,7 @@ class TensorDataset(Dataset):
         n = tensors[0].size(0)
         if any(t.size(0) != n for t in tensors):
             sizes = [t.size(0) for t in tensors]
-            raise ValueError(f"Size mismatch between tensors: first dimensions are {sizes}")
+            raise _SizeMismatch(f"Size mismatch between tensors: first dimensions are {sizes}")
         self.tensors = tensors
 
     def __getitem__(self, index):
