@@ -4,7 +4,9 @@ A backend exposes `xp` (the array module) and `view(data, shape, strides, offset
 buffer plus element strides into an array view. Everything else the engine calls through `xp`."""
 from __future__ import annotations
 
-from . import numpy_backend
+from . import host_allocator, numpy_backend
+
+host_allocator.tune()  # before the first large array: see host_allocator for why
 
 
 class device:  # noqa: N801 - PyTorch's name

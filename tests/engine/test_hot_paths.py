@@ -41,3 +41,22 @@ def test_gradient_shared_by_two_leaves_is_copied_for_each():
     assert not np.shares_memory(a.grad._arr, b.grad._arr)
     a.grad.add_(1.0)
     assert b.grad.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_importing_the_engine_keeps_freed_host_memory_for_reuse_on_glibc():
+    import os
+    import sys
+
+    from engine.backend import host_allocator
+
+    if sys.platform.startswith("linux") and os.environ.get("WIREGRAD_MALLOC_TUNING", "1") != "0":
+        import ctypes
+
+        try:
+            ctypes.CDLL("libc.so.6").mallopt  # noqa: B018 - glibc present?
+        except (OSError, AttributeError):
+            assert host_allocator.tune() is False
+            return
+        assert host_allocator.tuned
+    else:
+        assert not host_allocator.tuned
