@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import warnings
 from collections import defaultdict
 from typing import Any
 
@@ -24,6 +25,12 @@ class _AmpState(threading.local):
 
 
 _state = _AmpState()
+
+
+def _cuda_available() -> bool:
+    from .cuda import is_available
+
+    return is_available()
 
 
 def _device_type(device_type) -> str:
@@ -60,6 +67,9 @@ class autocast:  # noqa: N801 - PyTorch's name
                 "supports engine.float16 (and float32 to switch casting off)"
             )
         self._enabled = bool(enabled)
+        if self._enabled and self.device_type == "cuda" and not _cuda_available():
+            warnings.warn("CUDA is not available. Disabling autocast.", UserWarning, stacklevel=2)
+            self._enabled = False
 
     def __enter__(self):
         dt = self.device_type
@@ -145,6 +155,11 @@ class GradScaler:
     ):
         self._device = str(device)
         self._enabled = bool(enabled)
+        if self._enabled and self._device.startswith("cuda") and not _cuda_available():
+            # like torch: a CUDA scaler on a machine without CUDA passes everything through unscaled
+            warnings.warn("GradScaler is enabled for CUDA, but CUDA is not available. Disabling.",
+                          UserWarning, stacklevel=2)
+            self._enabled = False
         if self._enabled:
             if growth_factor <= 1.0:
                 raise ValueError("The growth factor must be > 1.0.")

@@ -8,6 +8,8 @@ import warnings
 import numpy as np
 
 from .. import dtypes as D
+from ..amp import _state as _amp_state
+from ..amp import autocast_cast, autocast_fp32
 from ..autograd.grad_mode import no_grad
 from ..ops import elementwise as E
 from ..ops.reduce import log_softmax, softmax  # noqa: F401 - re-exported as F.softmax / F.log_softmax
@@ -49,6 +51,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"mat1 and mat2 shapes cannot be multiplied ({lead}x{input._shape[-1] if input.ndim else 0} "
             f"and {weight._shape[-1]}x{weight._shape[0]})"
         )
+    if _amp_state.any:  # autocast: the GEMM runs in half precision, like torch's autocast op list
+        input, weight, bias = autocast_cast(input, weight, bias)
     _check_dtypes(input, weight, bias)
     return FU.Linear.apply(input, weight, bias)
 
@@ -132,6 +136,8 @@ def conv2d(
             f"Given groups={groups}, weight of size {list(weight._shape)}, expected input{list(x._shape)} "
             f"to have {weight._shape[1] * groups} channels, but got {c} channels instead"
         )
+    if _amp_state.any:  # autocast: the convolution GEMM runs in half precision
+        x, weight, bias = autocast_cast(x, weight, bias)
     _check_dtypes(x, weight, bias)
     geom = C.Geometry(x._shape, kernel, stride, dilation, (pads[0], pads[1], pads[2], pads[3]), groups)
     if geom.out_hw[0] <= 0 or geom.out_hw[1] <= 0:
@@ -677,6 +683,8 @@ def mse_loss(
     weight: Tensor | None = None,
 ) -> Tensor:
     _warn_size(input, target)
+    if _amp_state.any:  # autocast: losses are computed in float32
+        input, target = autocast_fp32(input, target)
     d = input - target
     loss = d * d
     if weight is not None:
@@ -749,6 +757,8 @@ def cross_entropy(
     red = _reduction(size_average, reduce, reduction)
     if red not in ("mean", "sum", "none"):
         raise ValueError(f"{red} is not a valid value for reduction")
+    if _amp_state.any:  # autocast: losses are computed in float32
+        input, target = autocast_fp32(input, target)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     cdim = 0 if input.ndim == 1 else 1
