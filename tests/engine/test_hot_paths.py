@@ -60,3 +60,48 @@ def test_importing_the_engine_keeps_freed_host_memory_for_reuse_on_glibc():
         assert host_allocator.tuned
     else:
         assert not host_allocator.tuned
+
+
+def test_max_pool_picks_the_first_of_tied_maxima_and_propagates_nan_like_torch():
+    import torch
+
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    x[0, 0, 0, 1] = x[0, 0, 1, 0] = 2.0  # a tie inside the first window
+    x[0, 0, 3, 3] = np.nan
+    xe, xt = engine.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ye, ie = engine.nn.functional.max_pool2d(xe, 2, return_indices=True)
+    yt, it = torch.nn.functional.max_pool2d(xt, 2, return_indices=True)
+    np.testing.assert_array_equal(ye.detach().numpy(), yt.detach().numpy())
+    np.testing.assert_array_equal(ie.numpy(), it.numpy())
+    ye.sum().backward()
+    yt.sum().backward()
+    np.testing.assert_array_equal(xe.grad.numpy(), xt.grad.numpy())
+
+
+def test_max_pool_with_a_kernel_of_more_than_256_offsets_matches_torch():
+    import torch
+
+    x = np.random.default_rng(3).standard_normal((2, 2, 20, 20)).astype(np.float32)
+    xe, xt = engine.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ye, ie = engine.nn.functional.max_pool2d(xe, 17, stride=3, return_indices=True)
+    yt, it = torch.nn.functional.max_pool2d(xt, 17, stride=3, return_indices=True)
+    np.testing.assert_array_equal(ie.numpy(), it.numpy())
+    ye.sum().backward()
+    yt.sum().backward()
+    np.testing.assert_array_equal(xe.grad.numpy(), xt.grad.numpy())
+
+
+def test_lenet_conv_input_gradient_stays_float32_and_matches_torch():
+    import torch
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 6, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((16, 6, 5, 5)).astype(np.float32)
+    xe, we = engine.tensor(x, requires_grad=True), engine.tensor(w, requires_grad=True)
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    g = rng.standard_normal((8, 16, 8, 8)).astype(np.float32)
+    engine.nn.functional.conv2d(xe, we).backward(engine.tensor(g))
+    torch.nn.functional.conv2d(xt, wt).backward(torch.tensor(g))
+    assert xe.grad.dtype == engine.float32 and xe.grad._arr.dtype == np.float32
+    np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(we.grad.numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-4)
