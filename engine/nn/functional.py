@@ -12,15 +12,41 @@ from ..amp import _state as _amp_state
 from ..amp import autocast_cast, autocast_fp32
 from ..autograd.grad_mode import no_grad
 from ..ops import elementwise as E
-from ..ops.reduce import log_softmax, softmax  # noqa: F401 - re-exported as F.softmax / F.log_softmax
+from ..ops.reduce import _softmax_dim
+from ..ops.reduce import log_softmax as _log_softmax
+from ..ops.reduce import softmax as _softmax
 from ..ops.shape import constant_pad
 from ..random import default_generator
 from ..tensor import Tensor, _wrap_array
 from . import _conv as C
+from . import _cuda
 from . import _fused as FU
 
-sigmoid = E.sigmoid
-tanh = E.tanh
+
+def sigmoid(input: Tensor) -> Tensor:
+    if input.is_cuda and _cuda.takes(input):  # fused kernel, kernels/activations.cu
+        return _cuda.sigmoid(input)
+    return E.sigmoid(input)
+
+
+def tanh(input: Tensor) -> Tensor:
+    if input.is_cuda and _cuda.takes(input):
+        return _cuda.tanh(input)
+    return E.tanh(input)
+
+
+def softmax(input: Tensor, dim=None, dtype=None) -> Tensor:
+    dim = _softmax_dim(input, dim)  # warns about an implicit dim here, pointing at the caller
+    if input.is_cuda:  # one kernel per row, kernels/softmax.cu
+        return _cuda.softmax(input, dim, dtype)
+    return _softmax(input, dim, dtype)
+
+
+def log_softmax(input: Tensor, dim=None, dtype=None) -> Tensor:
+    dim = _softmax_dim(input, dim)
+    if input.is_cuda:
+        return _cuda.softmax(input, dim, dtype, log=True)
+    return _log_softmax(input, dim, dtype)
 
 
 def _tuple(v, n: int, name: str = "kernel_size") -> tuple:
@@ -146,6 +172,9 @@ def conv2d(
             f" Kernel size: ({(kernel[0] - 1) * dilation[0] + 1} x {(kernel[1] - 1) * dilation[1] + 1})."
             " Kernel size can't be greater than actual input size"
         )
+    if x.is_cuda and _cuda.takes(x):  # im2col kernel + cuBLAS GEMM, kernels/im2col.cu
+        y = _cuda.conv2d(x, weight, bias, geom)
+        return y.squeeze(0) if unbatched else y
     y = C.Convolution.apply(x, weight, bias, geom)
     return y.squeeze(0) if unbatched else y
 
@@ -222,6 +251,9 @@ def conv_transpose2d(
     geom = C.Geometry(
         (n, cout) + out_hw, kernel, stride, dilation, (pad[0], pad[0], pad[1], pad[1]), groups, out_hw=(h, w)
     )
+    if x.is_cuda and _cuda.takes(x):  # cuBLAS GEMM + col2im kernel, kernels/im2col.cu
+        y = _cuda.conv_transpose2d(x, weight, bias, geom)
+        return y.squeeze(0) if unbatched else y
     y = C.ConvTranspose.apply(x, weight, geom)
     if bias is not None:
         y = y + bias.reshape(1, -1, 1, 1)
@@ -274,6 +306,10 @@ def max_pool2d(
 ):
     x, unbatched = _batched(input, 2, "max_pool2d")
     geom, _ = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
+    if x.is_cuda and _cuda.takes(x, f16=False):  # kernels/pool.cu; indices come out as h * W + w
+        y, idx = _cuda.max_pool2d(x, geom, ceil_mode)
+        y, idx = (y.squeeze(0), idx.squeeze(0)) if unbatched else (y, idx)
+        return (y, idx) if return_indices else y
     y, arg = C.MaxPool.apply(x, geom)
     if unbatched:
         y = y.squeeze(0)
@@ -322,6 +358,9 @@ def avg_pool2d(
 ) -> Tensor:
     x, unbatched = _batched(input, 2, "avg_pool2d")
     geom, (k, s, p) = _pool_geometry(x, kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d")
+    if x.is_cuda and _cuda.takes(x, f16=False):  # kernels/pool.cu, divisors computed in the kernel
+        y = _cuda.avg_pool2d(x, geom, ceil_mode, count_include_pad, divisor_override)
+        return y.squeeze(0) if unbatched else y
     if divisor_override is not None:
         if divisor_override == 0:
             raise RuntimeError("divisor must be not zero")
@@ -409,6 +448,8 @@ def batch_norm(
             )
         axes = (0,) + tuple(range(2, input.ndim))
         running = (running_mean, running_var, momentum) if running_mean is not None else None
+        if input.is_cuda and _cuda.takes(input, weight, bias, f16=False):  # kernels/norm.cu backward
+            return _cuda.batch_norm(input, weight, bias, axes, eps, running, pshape)
         return FU.Normalize.apply(input, weight, bias, axes, eps, running, pshape)
     if running_mean is None or running_var is None:
         raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
@@ -438,6 +479,8 @@ def layer_norm(
             f"{', '.join(map(str, shape))}], but got input of size{list(input._shape)}"
         )
     axes = tuple(range(input.ndim - k, input.ndim))
+    if input.is_cuda and _cuda.takes(input, weight, bias, f16=False):  # kernels/norm.cu
+        return _cuda.layer_norm(input, weight, bias, axes, eps, shape)
     return FU.Normalize.apply(input, weight, bias, axes, eps, None, shape)
 
 
@@ -483,6 +526,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     _check_p(p)
     if not training or p == 0.0:
         return input
+    if input.is_cuda and _cuda.takes(input):  # Philox mask in the kernel, kernels/dropout.cu
+        return _cuda.dropout(input, p, inplace)
     return _apply_mask(input, _dropout_mask(input._shape, p, input._dtype.np), inplace)
 
 
@@ -510,6 +555,8 @@ def _maybe_inplace(input: Tensor, inplace: bool, fn, name: str) -> Tensor:
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    if input.is_cuda and _cuda.takes(input):  # fused kernel, kernels/activations.cu
+        return _cuda.relu(input, inplace)
     if inplace:
         return E.relu_(input)
     return FU.Relu.apply(input)
@@ -520,6 +567,8 @@ def relu_(input: Tensor) -> Tensor:
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    if input.is_cuda and _cuda.takes(input):
+        return _cuda.leaky_relu(input, negative_slope, inplace)
     return _maybe_inplace(input, inplace, lambda s: FU.LeakyRelu.apply(s, negative_slope), "leaky_relu_")
 
 
@@ -530,10 +579,14 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got '{approximate}'")
+    if input.is_cuda and _cuda.takes(input):
+        return _cuda.gelu(input, approximate)
     return FU.Gelu.apply(input, approximate)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    if input.is_cuda and _cuda.takes(input):
+        return _cuda.silu(input, inplace)
     return _maybe_inplace(input, inplace, FU.Silu.apply, "silu_")
 
 
@@ -785,6 +838,9 @@ def cross_entropy(
             return loss.sum() / (input.numel() // n_classes) if input.numel() else loss.sum() * float("nan")
         return _reduce(loss, red)
     x, t = _class_last(input, target)
+    if x.is_cuda and weight is None and _cuda.takes(x):  # fused kernels, kernels/softmax.cu
+        loss = _cuda.cross_entropy(x, t, ignore_index, label_smoothing, red)
+        return loss.reshape(target._shape) if red == "none" else loss
     loss = FU.CrossEntropy.apply(x, t, weight, ignore_index, float(label_smoothing), red)
     return loss.reshape(target._shape) if red == "none" else loss
 
