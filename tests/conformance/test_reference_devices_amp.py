@@ -1,5 +1,5 @@
-"""Device and mixed-precision behaviours the study texts teach (device-agnostic code, CUDA calls without a GPU,
-autocast, GradScaler), each run with torch and with the engine on this CPU-only machine."""
+"""Device and mixed-precision behaviours the study texts teach (device-agnostic code, CUDA calls without a
+GPU, autocast, GradScaler), each run with torch and with the engine on this CPU-only machine."""
 from __future__ import annotations
 
 import warnings
@@ -68,8 +68,8 @@ def test_device_objects_describe_gpus_without_needing_one():
     # ref 003 "z = y.to('cuda:1')": the device object itself is plain data
     def ex(T):
         d = T.device("cuda:1")
-        return [str(d), d.type, d.index, T.device("cuda").index, str(T.device("cpu")), T.device("cpu", 0).index,
-                T.device("cuda:0") == T.device("cuda", 0)]
+        return [str(d), d.type, d.index, T.device("cuda").index, str(T.device("cpu")),
+                T.device("cpu", 0).index, T.device("cuda:0") == T.device("cuda", 0)]
 
     assert both(ex) == ["cuda:1", "cuda", 1, None, "cpu", 0, True]
     both_raise(lambda T: T.device("tpu"), RuntimeError, "tpu")
@@ -234,8 +234,8 @@ def test_cpu_autocast_float16_runs_matmuls_in_half_and_losses_in_float32():
         return [enabled, logits.dtype, loss.dtype, mse.dtype, conv.dtype, model[0].weight.dtype,
                 model[0].weight.grad.dtype, (x @ x.t()).dtype]
 
-    assert both(ex) == [True, ("dtype", "float16"), ("dtype", "float32"), ("dtype", "float32"),
-                        ("dtype", "float16"), ("dtype", "float32"), ("dtype", "float32"), ("dtype", "float32")]
+    names = ["float16", "float32", "float32", "float16", "float32", "float32", "float32"]
+    assert both(ex) == [True] + [("dtype", n) for n in names]
 
     def values(T):
         model = T.nn.Linear(4, 3)
