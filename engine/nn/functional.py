@@ -172,7 +172,7 @@ def conv2d(
             f" Kernel size: ({(kernel[0] - 1) * dilation[0] + 1} x {(kernel[1] - 1) * dilation[1] + 1})."
             " Kernel size can't be greater than actual input size"
         )
-    if x.is_cuda and _cuda.takes(x):  # im2col kernel + cuBLAS GEMM, kernels/im2col.cu
+    if x.is_cuda and _cuda.takes(x, weight, bias):  # im2col kernel + cuBLAS GEMM, kernels/im2col.cu
         y = _cuda.conv2d(x, weight, bias, geom)
         return y.squeeze(0) if unbatched else y
     y = C.Convolution.apply(x, weight, bias, geom)
@@ -251,7 +251,7 @@ def conv_transpose2d(
     geom = C.Geometry(
         (n, cout) + out_hw, kernel, stride, dilation, (pad[0], pad[0], pad[1], pad[1]), groups, out_hw=(h, w)
     )
-    if x.is_cuda and _cuda.takes(x):  # cuBLAS GEMM + col2im kernel, kernels/im2col.cu
+    if x.is_cuda and _cuda.takes(x, weight, bias):  # cuBLAS GEMM + col2im kernel, kernels/im2col.cu
         y = _cuda.conv_transpose2d(x, weight, bias, geom)
         return y.squeeze(0) if unbatched else y
     y = C.ConvTranspose.apply(x, weight, geom)
