@@ -33,7 +33,8 @@ def _finish(arr, device, requires_grad, pin_memory: bool = False) -> Tensor:
 
 
 def _infer_dtype(data) -> D.dtype:
-    """PyTorch's rule for Python data: bools -> bool, ints -> int64, any float -> default float."""
+    """PyTorch's rule for Python data: bools -> bool, ints -> int64, any float -> default float; NumPy
+    scalars bring their own dtype; the kinds found are promoted together."""
     kinds = set()
 
     def walk(x):
@@ -42,6 +43,8 @@ def _infer_dtype(data) -> D.dtype:
         elif isinstance(x, (list, tuple)):
             for y in x:
                 walk(y)
+        elif isinstance(x, np.generic):  # a NumPy scalar keeps its dtype: [np.float64(1), 2.0] is float64
+            kinds.add(D.from_numpy(x.dtype))
         elif isinstance(x, (bool, np.bool_)):
             kinds.add(D.bool_)
         elif isinstance(x, (int, np.integer)):
@@ -66,7 +69,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
         arr = data.detach().numpy(force=True).copy()
         dt = D.as_dtype(dtype) if dtype is not None else data._dtype
         device = device if device is not None else data.device
-    elif isinstance(data, np.ndarray):
+    elif isinstance(data, (np.ndarray, np.generic)):  # a NumPy scalar is a 0-d array, dtype included
         dt = D.as_dtype(dtype) if dtype is not None else D.from_numpy(data.dtype)
         arr = np.array(data, dtype=dt.np, copy=True)
     elif hasattr(data, "__cuda_array_interface__"):

@@ -424,3 +424,39 @@ def test_setting_requires_grad_on_an_int_tensor_raises():
 def test_engine_size_and_dtype_print_with_the_engine_name():
     assert repr(engine.Size([3, 4])) == "engine.Size([3, 4])"
     assert repr(torch.Size([3, 4])) == "torch.Size([3, 4])"
+
+
+# every printed tensor in the texts reads "tensor(...)": the engine prints like torch for any shape, scale,
+# dtype and suffix (the suffix may wrap one position differently since "engine." is longer than "torch.")
+@pytest.mark.parametrize("kind", ["float32", "float64", "float16", "int64", "bool", "whole_floats"])
+def test_repr_matches_torch_across_shapes_scales_and_dtypes(kind):
+    import re
+
+    def norm(s: str) -> str:
+        s = s.replace("engine.", "torch.")
+        return re.sub(r",\n\s+(dtype|grad_fn|requires_grad|size)=", r", \1=", s)
+
+    rng = np.random.default_rng(0)
+    shapes = [(), (1,), (7,), (100,), (3, 4), (2, 3, 4), (40, 30), (1001,), (5, 300), (0,), (3, 0)]
+    for shape in shapes:
+        for scale in (1.0, 1e-5, 1e5, 1e9, 0.001):
+            a = np.asarray(rng.standard_normal(shape) * scale)
+            a = {"float32": a.astype(np.float32), "float64": a, "int64": (a * 10).astype(np.int64),
+                 "float16": (np.clip(a, -6e4, 6e4) / 4).astype(np.float16), "bool": a > 0,
+                 "whole_floats": np.round(a * 10).astype(np.float32)}[kind]
+            for grad in ([False, True] if a.dtype.kind == "f" else [False]):
+                t, e = torch.tensor(a, requires_grad=grad), engine.tensor(a, requires_grad=grad)
+                if grad:
+                    t, e = t * 2, e * 2
+                assert norm(repr(e)) == norm(repr(t)), (shape, scale)
+
+
+def test_numpy_scalars_keep_their_dtype():
+    # torch.tensor(np.float64(...)) is float64; in lists NumPy scalars promote with Python numbers
+    def ex(T):
+        return [T.tensor(np.float64(1.5)), T.tensor(np.float16(1.5)), T.tensor(np.int32(3)),
+                T.tensor([np.float64(1.0), 2.0]), T.tensor([np.int32(1), 2]), T.tensor([np.float16(1), 2.0]),
+                T.tensor([True, np.int8(3)]), T.tensor(A34.mean())]
+
+    expected = ["float64", "float16", "int32", "float64", "int64", "float32", "int8", "float32"]
+    assert [o["dtype"] for o in both(ex)] == expected
