@@ -215,3 +215,123 @@ def test_fused_optimiser_kernels_on_the_gpu_match_the_emulator(emulated):
             decoupled_weight_decay=True)
         results.append(cupy.asnumpy(p) if xp is cupy else p)
     np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-7)
+
+
+# ----------------------------------------------------------------------------- engine.nn on the fused kernels
+@pytest.fixture
+def kernels_run(monkeypatch):
+    """The names of the kernels launched (engine/nn/_cuda.py's paths must reach them on a real device)."""
+    names: set[str] = set()
+    launch = K._launch
+
+    def spy(filename, kernel, n_threads, args):
+        names.add(kernel)
+        launch(filename, kernel, n_threads, args)
+
+    monkeypatch.setattr(K, "_launch", spy)
+    return names
+
+
+def _targets(rows, classes, ignore_every=4):
+    t = np.random.default_rng(5).integers(0, classes, rows)
+    t[::ignore_every] = -100
+    return t.astype(np.int64)
+
+
+NN_PATHS = {
+    "relu": (F.relu, [(5, 7)], ["relu_forward_f32", "relu_backward_f32"]),
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.2), [(5, 7)], ["leaky_relu_backward_f32"]),
+    "gelu": (F.gelu, [(5, 7)], ["gelu_forward_f32", "gelu_backward_f32"]),
+    "gelu tanh": (lambda x: F.gelu(x, approximate="tanh"), [(5, 7)], ["gelu_tanh_backward_f32"]),
+    "silu": (F.silu, [(5, 7)], ["silu_backward_f32"]),
+    "sigmoid": (F.sigmoid, [(5, 7)], ["sigmoid_backward_f32"]),
+    "tanh": (F.tanh, [(5, 7)], ["tanh_backward_f32"]),
+    "relu f16": (F.relu, [_arr(5, 7, dtype=np.float16)], ["relu_backward_f16"]),
+    "softmax dim 0": (lambda x: F.softmax(x, 0), [(5, 7)], ["softmax_backward_f32"]),
+    "log_softmax": (lambda x: F.log_softmax(x, -1), [(5, 7)], ["log_softmax_backward_f32"]),
+    "cross_entropy": (lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1), [(9, 5), _targets(9, 5)],
+                      ["cross_entropy_forward_f32", "cross_entropy_backward_f32"]),
+    "cross_entropy none": (lambda x, t: F.cross_entropy(x, t, reduction="none"), [(9, 5), _targets(9, 5)],
+                           ["cross_entropy_backward_f32"]),
+    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=1),
+               [(2, 3, 9, 8), (4, 3, 3, 3), (4,)], ["im2col_f32", "col2im_f32"]),
+    "conv2d same groups": (lambda x, w: F.conv2d(x, w, padding="same", groups=2),
+                           [(2, 4, 6, 7), (2, 2, 2, 4)], ["im2col_f32", "col2im_f32"]),
+    "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+                         [(2, 4, 4, 5), (4, 3, 3, 3), (3,)], ["col2im_f32", "im2col_f32"]),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True), [(2, 3, 9, 8)],
+                   ["max_pool2d_forward_f32", "max_pool2d_backward_f32"]),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), [(2, 3, 9, 8)],
+                   ["avg_pool2d_forward_f32", "avg_pool2d_backward_f32"]),
+    "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                   [(4, 3, 5, 5), (3,), (3,)],
+                   ["batch_norm_backward_reduce_f32", "batch_norm_backward_elemt_f32"]),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (6,), w, b), [(4, 6), (6,), (6,)],
+                   ["layer_norm_forward_f32", "layer_norm_backward_f32", "layer_norm_backward_params_f32"]),
+}
+
+
+def _nn_arrays(specs):
+    """Arrays as given, shapes as uniform float32 arrays."""
+    return [s if isinstance(s, np.ndarray) else _arr(*s, seed=i) for i, s in enumerate(specs)]
+
+
+@pytest.mark.parametrize("name", NN_PATHS)
+def test_nn_function_on_cuda_runs_its_fused_kernels_and_matches_the_cpu_backend(name, kernels_run):
+    fn, specs, kernels = NN_PATHS[name]
+    arrays = _nn_arrays(specs)
+    _both(fn, *arrays, tol=3e-3 if arrays[0].dtype == np.float16 else 1e-4)
+    assert set(kernels) <= kernels_run, f"not launched: {sorted(set(kernels) - kernels_run)}"
+
+
+@pytest.mark.parametrize("name", ["gelu", "softmax dim 0", "cross_entropy", "conv2d", "max_pool2d",
+                                  "layer_norm", "batch_norm"])
+def test_nn_function_double_backward_on_cuda_matches_the_cpu_backend(name):
+    fn, specs, _ = NN_PATHS[name]
+    arrays = _nn_arrays(specs)
+    results = []
+    for device in ("cpu", "cuda"):
+        leaves = [engine.tensor(a, device=device, requires_grad=a.dtype.kind == "f") for a in arrays]
+        floats = [t for t in leaves if t.requires_grad]
+        y = fn(*leaves)
+        v = engine.tensor(_arr(*y.shape, seed=7), device=device, requires_grad=True)
+        grads = engine.autograd.grad(y, floats, grad_outputs=v, create_graph=True, allow_unused=True)
+        sum((g * g).sum() for g in grads if g is not None).backward()
+        results.append([t.grad.cpu().numpy() if t.grad is not None else None for t in floats + [v]])
+    for got, want in zip(results[1], results[0]):
+        assert (got is None) == (want is None)
+        if got is not None:
+            np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_dropout_on_cuda_uses_the_philox_mask_of_the_gpu_generator(emulated, kernels_run):
+    x = _arr(33, 17)
+    engine.cuda.manual_seed(21)
+    xg = engine.tensor(x, device="cuda", requires_grad=True)
+    y = F.dropout(xg, 0.4)
+    want, mask = emulated(K.dropout, x, 0.4, seed=21, offset=0)
+    np.testing.assert_array_equal(y.detach().cpu().numpy(), want)
+    y.backward(engine.ones(33, 17, device="cuda"))
+    np.testing.assert_allclose(xg.grad.cpu().numpy(), mask / np.float32(0.6), rtol=1e-6)
+    engine.cuda.manual_seed(21)
+    np.testing.assert_array_equal(F.dropout(xg, 0.4).detach().cpu().numpy(), want)  # reproducible
+    assert {"dropout_forward_f32", "dropout_backward_f32"} <= kernels_run
+
+
+def test_a_cnn_training_step_on_cuda_with_the_fused_kernels_matches_the_cpu_step():
+    x, y = _arr(6, 2, 8, 7, seed=3), np.arange(6) % 3
+    models = []
+    for device in ("cpu", "cuda"):
+        engine.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Flatten(), nn.Linear(4 * 4 * 3, 6), nn.GELU(), nn.LayerNorm(6),
+                              nn.Linear(6, 3)).to(device)
+        opt = engine.optim.AdamW(model.parameters(), lr=0.01)
+        for _ in range(2):
+            opt.zero_grad()
+            out = model(engine.tensor(x, device=device))
+            F.cross_entropy(out, engine.tensor(y, device=device), label_smoothing=0.1).backward()
+            opt.step()
+        models.append(model)
+    for pc, pg in zip(models[0].parameters(), models[1].parameters()):
+        np.testing.assert_allclose(pg.detach().cpu().numpy(), pc.detach().numpy(), rtol=1e-3, atol=1e-4)
