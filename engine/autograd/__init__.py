@@ -4,6 +4,8 @@ engine.autograd.grad, backward, Function, grad modes and gradcheck, like torch.a
 
 from __future__ import annotations
 
+import numpy as np
+
 from .backward import run_backward
 from .function import AccumulateGrad, Function, Node
 from .grad_mode import (
@@ -21,6 +23,7 @@ from .grad_mode import (
 
 def _make_grads(outputs, grad_outputs):
     from ..ops.creation import ones_like
+    from ..tensor import _wrap_array
 
     out = []
     for t, g in zip(outputs, grad_outputs):
@@ -31,7 +34,10 @@ def _make_grads(outputs, grad_outputs):
                 raise RuntimeError(
                     f"grad can be implicitly created only for real scalar outputs but got {t._dtype.name}"
                 )
-            g = ones_like(t)
+            if t._storage.device.type == "cpu":  # every loss.backward() comes here: skip the factory
+                g = _wrap_array(np.ones(t._shape, dtype=t._dtype.np))
+            else:
+                g = ones_like(t)
         elif not hasattr(g, "_shape"):
             from ..ops.creation import full_like
 

@@ -5,6 +5,8 @@ import heapq
 import sys
 import warnings
 
+import numpy as np
+
 from .function import AccumulateGrad
 from .grad_mode import state
 
@@ -21,7 +23,8 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool):
     if var is None or grad is None:
         return
     # the leaf's tensor hooks already ran in run_backward (as this node's pre-hooks), before capture
-    if var.grad is None:
+    vg = var._grad
+    if vg is None:
         if create_graph:
             var.grad = grad
         else:
@@ -35,8 +38,13 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool):
                     else grad.detach().expand(var._shape).clone()
                 )
             var.grad = g
-    elif create_graph or var.grad.requires_grad:
-        var.grad = var.grad + grad
+    elif create_graph or vg._rg:
+        var.grad = vg + grad
+    elif (vg._arr.__class__ is np.ndarray and grad._arr.__class__ is np.ndarray and vg._dtype is grad._dtype
+          and vg._shape == grad._shape and vg._arr.flags.c_contiguous):
+        # what add_ does under no_grad, without its dispatch (this runs once per parameter per step)
+        np.add(vg._arr, grad._arr, out=vg._arr)
+        vg._storage.version += 1
     else:
         from .grad_mode import no_grad
 
@@ -57,11 +65,11 @@ def run_backward(
     accumulate: bool = True,
 ):
     """roots: list of (node, output_nr). Returns the captured gradients for `inputs` (or None)."""
-    from ..tensor import Tensor
-
     # Where to capture: a non-leaf input's grad is what arrives at (grad_fn, output_nr).
     capture = {}
     if inputs is not None:
+        from ..tensor import Tensor
+
         for i, t in enumerate(inputs):
             if not isinstance(t, Tensor):
                 raise TypeError("inputs to autograd.grad must be Tensors")
@@ -161,10 +169,11 @@ def run_backward(
                 _release_children(node, deps, heap)
                 continue
 
-            if all(g is None for g in buf):
+            single = len(buf) == 1  # most nodes: skip the generic all()/materialize passes
+            if (buf[0] is None) if single else all(g is None for g in buf):
                 grads = (None,) * len(node.next_functions)
             else:
-                if node.__dict__.get("_materialize", True):
+                if not single and node.__dict__.get("_materialize", True):
                     buf = _materialize(node, buf)
                 grads = type(node).backward(node, *buf)
                 if not isinstance(grads, tuple):

@@ -178,7 +178,7 @@ class Function(Node):
     @classmethod
     def _new_node(cls, args):
         """A graph node for `args` without running forward (in-place ops and views rewire history with it)."""
-        Tensor = _tensor_api()[0]
+        Tensor = (_TENSOR_API or _tensor_api())[0]
 
         node = cls.__new__(cls)
         node._freed = False
@@ -190,10 +190,11 @@ class Function(Node):
         meta = []
         nig = []
         for a in args:
-            if isinstance(a, Tensor):
+            if a.__class__ is Tensor or isinstance(a, Tensor):
                 meta.append((a._shape, a._dtype))
                 if a._rg:
-                    nf.append(a._grad_edge())
+                    gf = a.grad_fn  # inline _grad_edge for non-leaves: this runs for every recorded op
+                    nf.append((gf, a._output_nr) if gf is not None else a._grad_edge())
                     nig.append(True)
                     continue
             else:
@@ -208,7 +209,7 @@ class Function(Node):
 
     @classmethod
     def apply(cls, *args):
-        Tensor, _wrap_array = _tensor_api()
+        Tensor, _wrap_array = _TENSOR_API or _tensor_api()
         needs = False
         if state.grad_enabled:
             for a in args:
@@ -239,6 +240,15 @@ class Function(Node):
                 out = cls.forward(node, *args)
             finally:
                 state.grad_enabled = prev
+        if cls._raw and out.__class__ is not tuple and not isinstance(out, Tensor):
+            # the common case, one fresh array (per-op overhead): the general loop below does the same
+            o = _wrap_array(out)
+            if o._dtype.is_floating_point and id(out) not in node.__dict__.get("_nondiff", ()):
+                o._rg = True
+                o.grad_fn = node
+            if cls._save_output:
+                node._out = (o._alias(), o._storage.version)
+            return o
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
         nondiff = node.__dict__.get("_nondiff", ())

@@ -105,3 +105,26 @@ def test_lenet_conv_input_gradient_stays_float32_and_matches_torch():
     assert xe.grad.dtype == engine.float32 and xe.grad._arr.dtype == np.float32
     np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(we.grad.numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_second_backward_accumulates_into_the_same_grad_tensor_in_place_like_torch():
+    import torch
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    pe, pt = engine.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    for p in (pe, pt):
+        (p * p).sum().backward()
+    ge, gt = pe.grad, pt.grad
+    version = ge._version
+    for p in (pe, pt):
+        (p * 3).sum().backward()
+    assert pe.grad is ge and pt.grad is gt
+    assert ge._version > version
+    np.testing.assert_array_equal(pe.grad.numpy(), pt.grad.numpy())
+
+
+def test_backward_of_a_float64_scalar_seeds_a_float64_gradient():
+    p = engine.tensor([1.0, 2.0], dtype=engine.float64, requires_grad=True)
+    (p * p).sum().backward()
+    assert p.grad.dtype == engine.float64
+    assert p.grad.tolist() == [2.0, 4.0]
