@@ -204,6 +204,8 @@ class CrossEntropy(Function):
         a = x._arr
         t = target._arr
         m, c = a.shape
+        if weight is None and not smoothing and reduction == "mean" and m and not (t == ignore_index).any():
+            return CrossEntropy._forward_plain_mean(ctx, x, a, t, m, c)
         s = a - a.max(1, keepdims=True)
         lse = np.log(np.exp(s).sum(1, keepdims=True))
         logp = s - lse
@@ -232,8 +234,31 @@ class CrossEntropy(Function):
         return np.asarray(total, dtype=a.dtype)
 
     @staticmethod
+    def _forward_plain_mean(ctx, x, a, t, m, c):
+        """The training default (no weights, smoothing or ignored rows, mean): a third of the NumPy calls."""
+        if t.min() < 0 or t.max() >= c:
+            raise IndexError(f"Target {t[(t < 0) | (t >= c)][0]} is out of bounds.")
+        s = a - a.max(1, keepdims=True)
+        e = np.exp(s)
+        se = e.sum(1, keepdims=True)
+        rows = np.arange(m)
+        # mean of lse - s[y]; softmax kept for backward as e / sum(e) (one exp pass, not two)
+        total = (np.log(se[:, 0]).sum(dtype=np.float64) - s[rows, t].sum(dtype=np.float64)) / m
+        e /= se
+        ctx.p, ctx.tt, ctx.plain = e, t, True
+        ctx.smoothing, ctx.reduction, ctx.denom = 0.0, "mean", m
+        ctx.valid, ctx.wy, ctx.w = np.ones(m, bool), np.ones(m, a.dtype), None
+        ctx.save_for_backward(x)
+        return np.asarray(total, dtype=a.dtype)
+
+    @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
+        if ctx.__dict__.get("plain") and not state.grad_enabled:
+            p, m = ctx.p, ctx.denom
+            grad = p * (g._arr * (1.0 / m)).astype(p.dtype)  # a new array: p survives for retain_graph
+            grad[np.arange(m), ctx.tt] -= (g._arr * (1.0 / m)).astype(p.dtype)
+            return _wrap_array(grad), None, None, None, None, None
         p, tt, valid, wy, w = ctx.p, ctx.tt, ctx.valid, ctx.wy, ctx.w
         ls = ctx.smoothing
         m, c = p.shape

@@ -128,3 +128,21 @@ def test_backward_of_a_float64_scalar_seeds_a_float64_gradient():
     (p * p).sum().backward()
     assert p.grad.dtype == engine.float64
     assert p.grad.tolist() == [2.0, 4.0]
+
+
+def test_plain_mean_cross_entropy_matches_torch_and_survives_a_retained_second_backward():
+    import torch
+
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((16, 7)) * 4).astype(np.float32)
+    y = rng.integers(0, 7, 16)
+    xe, xt = engine.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    le = engine.nn.functional.cross_entropy(xe, engine.tensor(y))
+    lt = torch.nn.functional.cross_entropy(xt, torch.tensor(y))
+    np.testing.assert_allclose(le.item(), lt.item(), rtol=1e-6)
+    le.backward(retain_graph=True)
+    first = xe.grad.numpy().copy()
+    le.backward()
+    lt.backward()
+    np.testing.assert_allclose(first, xt.grad.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(xe.grad.numpy(), 2 * first, rtol=1e-6)
