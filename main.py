@@ -14,7 +14,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--theme", choices=("light", "dark"), help="default: follow the system")
     parser.add_argument("--select", metavar="NODE", help="select this node (shows it in the inspector)")
     parser.add_argument("--train-steps", type=int, metavar="N",
-                        help="train N steps before the screenshot (accepted; used once training lands)")
+                        help="with --screenshot: train N batches first, so the monitor has something to show")
     return parser.parse_args(argv)
 
 
@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         app.processEvents()
         window.editor.fit_to_view()
         app.processEvents()
+        if args.train_steps:
+            train_for_screenshot(window, args.train_steps)
         if not window.grab().save(args.screenshot):
             print(f"wiregrad: can't write {args.screenshot}", file=sys.stderr)
             return 1
@@ -65,6 +67,34 @@ def main(argv: list[str] | None = None) -> int:
     window.editor.fit_to_view()
     window.offer_recovery()
     return app.exec()
+
+
+def train_for_screenshot(window, steps: int, timeout_s: float = 300.0) -> None:
+    """Train `steps` batches in the worker (the UI keeps running), then pause and draw everything."""
+    import time
+
+    from PySide6.QtWidgets import QApplication
+
+    monitor = window.training
+    if monitor.start() is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    while monitor.batches_seen < steps and monitor.is_active() and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.005)
+    monitor.pause()
+    while monitor.state not in ("paused", "finished", "failed", "stopped") and monitor.is_active() \
+            and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.005)
+    monitor.refresh_graph()
+    for _ in range(20):  # let the last coalesced signals land
+        QApplication.processEvents()
+        time.sleep(0.01)
+    monitor.monitor_dock.raise_()
+    monitor.plots.redraw()
+    monitor.dashboard.refresh()
+    QApplication.processEvents()
 
 
 if __name__ == "__main__":

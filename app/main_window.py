@@ -64,6 +64,9 @@ class MainWindow(QMainWindow):
         self._update_title()
         if self.editor.info is not None:
             self._update_status(self.editor.info)
+        from widgets.training_monitor import TrainingMonitor
+
+        self.training = TrainingMonitor(self)  # training panel, plots, doctor, graph view, runs
 
     # --- extension points for the training issue --------------------------------------------------
     def add_panel(self, widget: QWidget, title: str, area: Qt.DockWidgetArea = Qt.BottomDockWidgetArea,
@@ -365,6 +368,7 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self._autosave.stop()
+        self.training.shutdown()  # stop the worker thread before the widgets go
         self._remove_recovery()
         self.editor.scene.close()
         event.accept()

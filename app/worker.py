@@ -189,6 +189,7 @@ class TrainingSession(QObject):
                  blas_threads: int | None = 1, start_paused: bool = False, parent: QObject | None = None,
                  **trainer_options: Any) -> None:
         super().__init__(parent)
+        _load_engine()
         self.doc = doc.copy()  # the snapshot this run trains, whatever the canvas does next
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.device = device
@@ -349,10 +350,14 @@ class TrainingSession(QObject):
 
 
 def _load_engine() -> None:
-    # the Trainer reaches engine.optim / engine.amp as attributes; make sure they are imported
+    """Import the engine and the training code on the UI thread, before any worker starts: PySide's
+    import hook is not thread-safe, and a first import on the worker thread can crash a paint event.
+    (The Trainer also reaches engine.optim / engine.amp as attributes, so they must be loaded.)"""
     import engine.amp  # noqa: F401
     import engine.nn  # noqa: F401
     import engine.optim  # noqa: F401
+    from app import step_graph  # noqa: F401
+    from app.training import checkpoint, doctor, lr_finder, sanity, trainer  # noqa: F401
 
 
 # --- measurements that need the model: called on the training thread ------------------------------

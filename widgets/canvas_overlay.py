@@ -174,7 +174,7 @@ class TintLegend(QWidget):
         self.combo = QComboBox()
         for key, spec in METRICS.items():
             self.combo.addItem(f"Tint: {spec[0]}", key)
-        self.combo.currentIndexChanged.connect(lambda _i: self.metric_changed.emit(self.metric))
+        self.combo.currentIndexChanged.connect(lambda _i: self.metric_changed.emit(self.metric_key))
         self.bar = _ColorBar()
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 4)
@@ -183,11 +183,12 @@ class TintLegend(QWidget):
         self.note = QLabel()
         self.note.setStyleSheet(f"color: {theme.muted}")
         layout.addWidget(self.note)
-        self.combo.currentIndexChanged.connect(lambda _i: self.bar.set_metric(self.metric))
-        self.bar.set_metric(self.metric)
+        self.combo.currentIndexChanged.connect(lambda _i: self.bar.set_metric(self.metric_key))
+        self.bar.set_metric(self.metric_key)
 
+    # not `metric`: that name is QPaintDevice's virtual metric(), which QPainter calls
     @property
-    def metric(self) -> str:
+    def metric_key(self) -> str:
         return self.combo.currentData()
 
 
@@ -195,10 +196,10 @@ class _ColorBar(QWidget):
     def __init__(self) -> None:
         super().__init__()
         self.setMinimumSize(230, 30)
-        self.metric = "grad_norm"
+        self.metric_key = "grad_norm"
 
     def set_metric(self, metric: str) -> None:
-        self.metric = metric
+        self.metric_key = metric
         self.update()
 
     def paintEvent(self, event: Any) -> None:
@@ -207,7 +208,7 @@ class _ColorBar(QWidget):
         p.setRenderHint(QPainter.Antialiasing)
         bar = QRectF(4, 3, self.width() - 8, 10)
         grad = QLinearGradient(bar.topLeft(), bar.topRight())
-        for t, c in (_DEAD_STOPS if self.metric == "dead" else _STOPS):
+        for t, c in (_DEAD_STOPS if self.metric_key == "dead" else _STOPS):
             grad.setColorAt(t, QColor(c))
         p.setPen(Qt.NoPen)
         p.setBrush(grad)
@@ -216,7 +217,7 @@ class _ColorBar(QWidget):
         font.setPointSizeF(7.5)
         p.setFont(font)
         p.setPen(theme.color("muted"))
-        _, _, _, _, low, high = METRICS[self.metric]
+        _, _, _, _, low, high = METRICS[self.metric_key]
         text = QRectF(4, 14, self.width() - 8, 14)
         p.drawText(text, Qt.AlignLeft | Qt.AlignVCenter, low)
         p.drawText(text, Qt.AlignRight | Qt.AlignVCenter, high)
@@ -241,7 +242,7 @@ class CanvasDashboard:
 
     @property
     def metric(self) -> str:
-        return self.legend.metric
+        return self.legend.metric_key
 
     def start(self) -> None:
         self.active = True

@@ -23,7 +23,8 @@ class device:  # noqa: N801 - PyTorch's name
                 raise RuntimeError(f"Invalid device string: '{type_or_str}'")
             index = int(idx)
         if s not in ("cpu", "cuda"):
-            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {type_or_str}")
+            raise RuntimeError("Expected one of cpu, cuda device type at start of device string: "
+                               f"{type_or_str}")
         self.type = s
         self.index = index
 

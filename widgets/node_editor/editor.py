@@ -77,8 +77,15 @@ class NodeEditor(QWidget):
         self.undo_stack.setClean()
         self.document_replaced.emit(doc)
 
+    # While a run trains a snapshot of the document, the training monitor sets this to a message
+    # and model edits are refused (moving nodes is still allowed: it changes no model).
+    edit_lock: str | None = None
+
     def _push(self, command: cmd.DocumentCommand) -> bool:
         """Apply a command and put it on the undo stack; a refused edit shows why and returns False."""
+        if self.edit_lock and not isinstance(command, cmd.MoveNodesCommand):
+            self.show_message(self.edit_lock)
+            return False
         try:
             command.apply()
         except DocumentError as exc:

@@ -1,0 +1,41 @@
+"""Helpers for the GUI tests: a small known document and viewport coordinates of ports and nodes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QPoint
+
+from app.document import Document
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "assets" / "examples" / "mlp_digits.json"
+
+
+def chain_document() -> Document:
+    """x → fc1 → relu → fc2 → loss, laid out left to right (ids fixed, whatever the example holds)."""
+    doc = Document()
+    doc.add_node("Input", {"shape": [64], "dataset_driven": False}, (0, 0), node_id="x")
+    doc.add_node("Linear", {"out_features": 32}, (180, 0), node_id="fc1")
+    doc.add_node("ReLU", {}, (360, 0), node_id="relu")
+    doc.add_node("Linear", {"out_features": 10}, (540, 0), node_id="fc2")
+    doc.add_node("Output", {}, (720, 0), node_id="loss")
+    for a, b in (("x", "fc1"), ("fc1", "relu"), ("relu", "fc2"), ("fc2", "loss")):
+        doc.connect(a, "out", b, "in")
+    return doc
+
+
+def port_point(ed, node_id: str, port: str, is_input: bool) -> QPoint:
+    """Viewport coordinates of a port's centre."""
+    item = ed.scene.nodes[node_id].port(port, is_input)
+    return ed.view.mapFromScene(item.scenePos())
+
+
+def node_point(ed, node_id: str) -> QPoint:
+    """Viewport coordinates of a point on a node's header (not on a port)."""
+    item = ed.scene.nodes[node_id]
+    return ed.view.mapFromScene(item.mapToScene(item.boundingRect().center().x(), 12))
+
+
+def empty_point(ed) -> QPoint:
+    """A viewport point below the graph, on empty canvas."""
+    rect = ed.scene.nodes_rect()
+    return ed.view.mapFromScene(rect.center().x(), rect.bottom() + 120)

@@ -1,0 +1,506 @@
+"""TrainingMonitor: puts the training panel, live plots, doctor, predictions, computation graph and
+runs into the main window, owns the TrainingSession of the current run and routes its signals."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QStandardPaths, Qt, QTimer, Signal
+from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
+
+from app.document import Document
+from app.worker import TrainingSession, step_graph_for_document
+from widgets.canvas_overlay import CanvasDashboard
+from widgets.confusion_matrix import ConfusionMatrixView
+from widgets.decision_boundary import DecisionBoundaryView
+from widgets.doctor_panel import DoctorPanel
+from widgets.graph_view import ComputationGraphView
+from widgets.plots import TrainingPlots
+from widgets.runs import RunsPanel, new_run_dir, run_steps_per_epoch
+from widgets.theme import icon
+from widgets.training_panel import ACTIVE_STATES, TrainingPanel
+
+LOCK_MESSAGE = ("Training runs on a snapshot of this graph: pause is not enough — stop the run to edit the "
+                "model (moving nodes is fine)")
+TINT_MS = 250
+
+
+def default_runs_root() -> Path:
+    env = os.environ.get("WIREGRAD_RUNS")
+    if env:
+        return Path(env)
+    base = QStandardPaths.writableLocation(QStandardPaths.AppDataLocation) or str(Path.home() / ".wiregrad")
+    return Path(base) / "runs"
+
+
+def model_signature(doc: Document) -> str:
+    """Everything that changes the model or its training (not positions, names or the view)."""
+    d = doc.to_dict()
+    nodes = sorted((n["id"], n["type"], json.dumps(n.get("params", {}), sort_keys=True)) for n in d["nodes"])
+    edges = sorted(json.dumps(e, sort_keys=True) for e in d["edges"])
+    return json.dumps([nodes, edges, d.get("training")], sort_keys=True, default=str)
+
+
+class _CheckRunner(QObject):
+    """Runs the LR finder / overfit check on a plain thread; the result comes back as a signal."""
+
+    done = Signal(str, object)  # what, result
+    error = Signal(str, str)
+
+    def run(self, what: str, fn: Any) -> threading.Thread:
+        def work() -> None:
+            try:
+                self.done.emit(what, fn())
+            except Exception as exc:  # noqa: BLE001 - shown to the user
+                self.error.emit(what, f"{type(exc).__name__}: {exc}")
+
+        thread = threading.Thread(target=work, name=f"wiregrad-{what}", daemon=True)
+        thread.start()
+        return thread
+
+
+class TrainingMonitor(QObject):
+    """Everything training adds to the window. `start`, `pause`, ... act like the panel's buttons."""
+
+    def __init__(self, window: Any, runs_root: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(window)
+        self.window = window
+        self.editor = window.editor
+        self.runs_root = Path(runs_root) if runs_root is not None else default_runs_root()
+        self.session: TrainingSession | None = None
+        self.sessions: list[TrainingSession] = []
+        self.batches_seen = 0
+        self.last_batch: Any = None
+        self.findings: list[Any] = []
+        self.forked = False
+        self._unsubscribe = None
+        self._snapshot_signature: str | None = None
+        self.check_threads: list[threading.Thread] = []
+
+        import engine.cuda
+
+        self.panel = TrainingPanel(cuda_available=engine.cuda.is_available())
+        self.plots = TrainingPlots()
+        self.doctor = DoctorPanel()
+        self.graph_view = ComputationGraphView()
+        self.boundary = DecisionBoundaryView()
+        self.confusion = ConfusionMatrixView()
+        self.runs = RunsPanel(self.runs_root)
+        self.dashboard = CanvasDashboard(self.editor)
+        self.checks = _CheckRunner(self)
+
+        predictions = QSplitter(Qt.Vertical)
+        predictions.addWidget(self.boundary)
+        predictions.addWidget(self.confusion)
+        monitor = QSplitter(Qt.Horizontal)
+        monitor.addWidget(self.plots)
+        monitor.addWidget(predictions)
+        monitor.setStretchFactor(0, 4)
+        monitor.setStretchFactor(1, 1)
+        monitor.setSizes([1240, 330])
+        self.monitor_widget = monitor
+
+        w = window
+        self.panel_dock = w.add_panel(self.panel, "Training", Qt.RightDockWidgetArea, "training")
+        w.tabifyDockWidget(w.inspector_dock, self.panel_dock)
+        self.doctor_dock = w.add_panel(self.doctor, "Training doctor", Qt.RightDockWidgetArea, "doctor")
+        w.splitDockWidget(self.panel_dock, self.doctor_dock, Qt.Vertical)
+        self.monitor_dock = w.add_panel(monitor, "Monitor", Qt.BottomDockWidgetArea, "monitor")
+        self.graph_dock = w.add_panel(_with_margin(self.graph_view), "Computation graph",
+                                      Qt.BottomDockWidgetArea, "graph")
+        self.runs_dock = w.add_panel(self.runs, "Runs", Qt.BottomDockWidgetArea, "runs")
+        w.tabifyDockWidget(self.monitor_dock, self.graph_dock)
+        w.tabifyDockWidget(self.monitor_dock, self.runs_dock)
+        self.monitor_dock.raise_()
+        self.panel_dock.raise_()
+        w.resizeDocks([self.monitor_dock], [400], Qt.Vertical)
+        w.resizeDocks([self.panel_dock, self.doctor_dock], [560, 280], Qt.Vertical)
+        self._build_menu()
+
+        p = self.panel
+        p.start_requested.connect(self.start)
+        p.pause_requested.connect(self.pause)
+        p.resume_requested.connect(self.resume)
+        p.stop_requested.connect(self.stop)
+        p.step_requested.connect(self.step_once)
+        p.reset_requested.connect(self.reset)
+        p.lr_requested.connect(self.set_lr)
+        p.option_requested.connect(self.set_option)
+        p.lr_finder_requested.connect(self.run_lr_finder)
+        p.overfit_requested.connect(self.run_overfit_check)
+        self.doctor.node_clicked.connect(self.focus_node)
+        self.doctor.apply_lr_requested.connect(self._apply_suggested_lr)
+        self.graph_view.op_clicked.connect(self.focus_node)
+        self.runs.overlay_changed.connect(self._overlay_runs)
+        self.runs.reopen_requested.connect(self._reopen_run)
+        self.checks.done.connect(self._check_done)
+        self.checks.error.connect(lambda what, msg: self.doctor.show_check_error(what, msg))
+        self.editor.document_replaced.connect(self._document_replaced)
+        self.editor.info_updated.connect(lambda _info: self.panel.set_setup(self.editor.doc.training))
+        self._tint_timer = QTimer(self)
+        self._tint_timer.setInterval(TINT_MS)
+        self._tint_timer.timeout.connect(self.dashboard.refresh)
+        self._watch_document()
+        self.panel.set_setup(self.editor.doc.training)
+
+    # --- menu -------------------------------------------------------------------------------------------
+    def _build_menu(self) -> None:
+        menu = self.window.training_menu
+        placeholder = getattr(self.window, "training_placeholder", None)
+        if placeholder is not None:
+            menu.removeAction(placeholder)
+        self.actions = {}
+        for key, text, slot, shortcut, icon_name in (
+                ("start", "&Start", self.start, "F5", "train"),
+                ("pause", "&Pause", self.pause, "F6", "pause"),
+                ("resume", "&Resume", self.resume, "Shift+F6", "train"),
+                ("step", "Step one &batch", self.step_once, "F10", "step"),
+                ("stop", "S&top", self.stop, "Shift+F5", "stop"),
+                ("reset", "Reset &weights", self.reset, None, "reset"),
+                (None, None, None, None, None),
+                ("graph", "Refresh computation &graph", self.refresh_graph, None, None),
+                ("lr_finder", "&LR range finder", self.run_lr_finder, None, "search"),
+                ("overfit", "&Overfit one batch", self.run_overfit_check, None, "check")):
+            if key is None:
+                menu.addSeparator()
+                continue
+            a = menu.addAction(icon(icon_name) if icon_name else icon("layer"), text)
+            if shortcut:
+                a.setShortcut(shortcut)
+            a.triggered.connect(lambda _c=False, f=slot: f())
+            self.actions[key] = a
+        self._sync_actions()
+
+    def _sync_actions(self) -> None:
+        state = self.state
+        busy = state in ("building", "running")
+        enabled = {"start": state not in ACTIVE_STATES, "pause": state == "running",
+                   "resume": state == "paused",
+                   "step": state in ("running", "paused"), "stop": state in ("building", "running", "paused"),
+                   "reset": state not in ACTIVE_STATES and self.session is not None,
+                   "lr_finder": not busy, "overfit": not busy}
+        for key, on in enabled.items():
+            self.actions[key].setEnabled(on)
+        self.panel.set_state(state, has_weights=False)
+        self.panel.reset_button.setEnabled(enabled["reset"])
+
+    # --- state --------------------------------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        if self.session is None:
+            return "ready"
+        if self.session.state == "ready" and self.session.is_running():
+            return "building"
+        return self.session.state
+
+    def is_active(self) -> bool:
+        return self.session is not None and self.session.is_running()
+
+    def status(self, text: str, msec: int = 0) -> None:
+        self.window.statusBar().showMessage(text, msec)
+
+    # --- commands -----------------------------------------------------------------------------------------
+    def start(self, epochs: int | None = None) -> TrainingSession | None:
+        """Train the canvas's graph in a new run (a fresh model; the previous run stays in Runs)."""
+        if self.is_active():
+            return self.session
+        doc = self.editor.doc
+        errors = [p for p in (self.editor.info.problems if self.editor.info else []) if p.severity == "error"]
+        if errors:
+            self.window.show_error("Can't train this graph", "Fix the graph first:\n" + "\n".join(
+                f"{p.node_id or ''}: {p.message}" for p in errors[:8]))
+            return None
+        self.runs_root.mkdir(parents=True, exist_ok=True)
+        name = self.window.path.stem if getattr(self.window, "path", None) else "untitled"
+        run_dir = new_run_dir(self.runs_root, name)
+        options: dict[str, Any] = {}
+        if epochs is not None:
+            options["epochs"] = epochs
+        device = self.panel.device.currentData()
+        session = TrainingSession(doc, run_dir, device=device, parent=self, **options)
+        meta = {"name": name, "started": time.time(), "status": "running",
+                "source": str(self.window.path or "")}
+        (run_dir / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+        self._clear_views()
+        self.session = session
+        self.sessions.append(session)
+        self._snapshot_signature = model_signature(doc)
+        self.forked = False
+        self.panel.show_fork(None)
+        s = session
+        s.run_started.connect(self._on_run_started)
+        s.batches.connect(self._on_batches)
+        s.epoch_ended.connect(self._on_epoch)
+        s.finding.connect(self._on_finding)
+        s.event.connect(self._on_event)
+        s.state_changed.connect(self._on_state)
+        s.amp.connect(self.plots.add_amp)
+        s.boundary.connect(self.boundary.show_grid)
+        s.confusion.connect(self.confusion.show_matrix)
+        s.step_graph.connect(self.graph_view.show_graph)
+        s.failed.connect(self._on_failed)
+        s.run_ended.connect(self._on_run_ended)
+        s.finished.connect(self._on_finished)
+        s.request_graph()
+        s.start()
+        self.editor.edit_lock = LOCK_MESSAGE
+        self.dashboard.start()
+        self._tint_timer.start()
+        self.status("Engine: compiling the graph and loading the dataset…")
+        self._sync_actions()
+        return session
+
+    def pause(self) -> None:
+        if self.session is not None:
+            self.session.pause()
+            self.status("Engine: pausing at the next batch…")
+
+    def resume(self) -> None:
+        if self.session is not None:
+            self.session.resume()
+
+    def stop(self) -> None:
+        if self.session is not None and self.is_active():
+            self.session.stop()
+            self.status("Engine: stopping at the next batch…")
+
+    def step_once(self) -> None:
+        if self.session is not None:
+            self.session.step_once()
+
+    def reset(self) -> None:
+        """Forget the current run's weights and views; the next Start trains a fresh model."""
+        if self.is_active():
+            self.shutdown()
+        self.session = None
+        self._clear_views()
+        self.panel.show_fork(None)
+        self._sync_actions()
+        self.status("Weights reset: Start trains a freshly initialised model", 5000)
+
+    def set_lr(self, lr: float) -> None:
+        if self.session is not None and self.is_active():
+            self.session.set_lr(lr)
+        else:
+            self.editor.set_training("optimizer.lr", lr)
+
+    def set_option(self, name: str, value: float) -> None:
+        if self.session is not None and self.is_active():
+            try:
+                self.session.set_option(name, value)
+            except ValueError as exc:
+                self.window.show_error("Can't change the optimiser", str(exc))
+
+    def shutdown(self, timeout_ms: int = 10_000) -> bool:
+        """Stop the run and wait for the worker (closing the window)."""
+        self._tint_timer.stop()
+        ok = True
+        for s in self.sessions:
+            if s.is_running():
+                ok = s.shutdown(timeout_ms) and ok
+        for t in self.check_threads:
+            t.join(timeout_ms / 1000)
+        self.editor.edit_lock = None
+        return ok
+
+    # --- views --------------------------------------------------------------------------------------------
+    def _clear_views(self) -> None:
+        self.plots.clear()
+        self.doctor.clear()
+        self.dashboard.clear()
+        self.boundary.clear()
+        self.confusion.clear()
+        self.panel.reset_progress()
+        self.batches_seen = 0
+        self.last_batch = None
+        self.findings = []
+
+    def focus_node(self, node_id: str) -> None:
+        """Select and centre a canvas node (from a finding or a clicked op)."""
+        item = self.editor.scene.nodes.get(node_id)
+        if item is None:
+            return
+        self.editor.scene.select_nodes([node_id])
+        self.editor.view.centerOn(item)
+
+    def refresh_graph(self) -> None:
+        """Draw the autograd graph of one step: from the live run, or from a fresh model."""
+        if self.is_active() and self.state == "running":
+            self.session.request_graph()
+            return
+        try:
+            self.graph_view.show_graph(step_graph_for_document(self.editor.doc))
+        except Exception as exc:  # noqa: BLE001 - a user's graph may not train
+            self.window.show_error("Can't build the computation graph", str(exc))
+            return
+        self.graph_dock.raise_()
+
+    def _overlay_runs(self, paths: list[str]) -> None:
+        self.plots.remove_overlays()
+        from app.training import read_metrics
+
+        for i, p in enumerate(paths):
+            path = Path(p)
+            try:
+                records = read_metrics(path / "metrics.jsonl")
+            except (OSError, ValueError):
+                continue
+            self.plots.add_overlay(path.name[-24:], records, run_steps_per_epoch(path), i)
+
+    def _reopen_run(self, doc: Document, path: Path) -> None:
+        if self.is_active():
+            self.window.show_error("Training is running", "Stop the run before opening another graph.")
+            return
+        if self.window.maybe_save():
+            self.window._set_document(doc, None)
+            self.status(f"Opened the graph run {path.name} was trained from", 6000)
+
+    # --- document watch (no silent mismatch) ------------------------------------------------------------
+    def _watch_document(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self._unsubscribe = self.editor.doc.subscribe(lambda _e: self._document_changed())
+
+    def _document_replaced(self, _doc: Any) -> None:
+        self._watch_document()
+        self.panel.set_setup(self.editor.doc.training)
+        self._document_changed()
+
+    def _document_changed(self) -> None:
+        if not self.is_active() or self._snapshot_signature is None:
+            return
+        forked = model_signature(self.editor.doc) != self._snapshot_signature
+        if forked != self.forked:
+            self.forked = forked
+            text = ("⚠ The canvas no longer matches the model being trained. This run keeps training the "
+                    "graph it started with; Stop, then Start, to train the edited graph as a new run.")
+            self.panel.show_fork(text if forked else None)
+            if forked:
+                self.status("The graph changed: the running model is the snapshot taken at Start", 8000)
+
+    # --- session signals ------------------------------------------------------------------------------
+    def _on_run_started(self, plan: Any) -> None:
+        self.plots.set_steps_per_epoch(plan.steps_per_epoch)
+        info = plan.info
+        self.status(f"Engine: training {info.parameters:,} parameters on {info.dataset['name']} "
+                    f"({info.dataset['train']} samples) on {info.device}")
+
+    def _on_batches(self, records: list[Any]) -> None:
+        self.batches_seen += len(records)
+        self.last_batch = records[-1]
+        self.plots.add_batches(records)
+        self.dashboard.add_batches(records)
+        plan = self.session.plan if self.session else None
+        m = records[-1]
+        if plan is not None:
+            self.panel.show_progress(m.epoch, m.batch, plan.epochs, plan.steps_per_epoch,
+                                     m.samples_per_second, plan.start_epoch)
+        if self.state == "running":
+            self.status(f"Engine: training — epoch {m.epoch + 1}, batch {m.batch + 1}, loss {m.loss:.4g}")
+
+    def _on_epoch(self, m: Any) -> None:
+        self.plots.add_epoch(m)
+        self.dashboard.add_epoch(m)
+
+    def _on_finding(self, f: Any) -> None:
+        self.findings.append(f)
+        self.doctor.add_finding(f)
+        if f.node_id and f.severity in ("warning", "error"):
+            self.dashboard.set_alert(f.node_id)
+        if f.rule == "nonfinite" or f.severity == "error":
+            self.doctor_dock.raise_()
+            if f.node_id:
+                self.focus_node(f.node_id)
+            self.status(f"Training doctor: {f.message}")
+
+    def _on_event(self, e: Any) -> None:
+        if e.event == "lr_changed":
+            self.plots.mark_event(None, None, f"lr → {e.detail.get('new'):.3g}", on=("loss", "lr"))
+            old, new = e.detail.get("old"), e.detail.get("new")
+            self.status(f"Learning rate {old:.3g} → {new:.3g} from step {e.step}", 5000)
+        elif e.event == "option_changed":
+            text = f"{e.detail.get('name')} → {e.detail.get('new')}"
+            self.plots.mark_event(None, None, text, on=("loss",))
+        elif e.event == "paused" and e.detail.get("reason") == "nonfinite":
+            self.plots.mark_event(None, None, "NaN/Inf: paused", on=("loss",))
+            self.status("Paused: the loss or the gradients became NaN/Inf — see the training doctor")
+
+    def _on_state(self, state: str) -> None:
+        self._sync_actions()
+        if state == "paused":
+            last = self.last_batch
+            where = f" after epoch {last.epoch + 1}, batch {last.batch + 1}" if last else ""
+            if "NaN" not in self.window.statusBar().currentMessage():
+                self.status(f"Engine: paused{where}")
+
+    def _on_failed(self, message: str, tb: str) -> None:
+        self.status(f"Training failed: {message}")
+        self.window.show_error("Training failed", f"{message}\n\nThe document is untouched; fix the problem "
+                               f"and press Start again.\n\n{tb[-2000:]}")
+
+    def _on_run_ended(self, summary: Any) -> None:
+        if self.session is not None and self.session.run_dir is not None:
+            meta_path = self.session.run_dir / "run.json"
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+                meta["status"] = summary.status
+                meta_path.write_text(json.dumps(meta), encoding="utf-8")
+            except (OSError, ValueError):
+                pass
+        acc = f", val accuracy {summary.val_accuracy:.1%}" if summary.val_accuracy is not None else ""
+        self.status(f"Run {summary.status.replace('_', ' ')} after {summary.epochs} epochs "
+                    f"({summary.seconds:.1f} s){acc}", 10000)
+
+    def _on_finished(self) -> None:
+        if self.sender() is not self.session:
+            return
+        self.editor.edit_lock = None
+        self._tint_timer.stop()
+        self.dashboard.refresh()
+        self.plots.redraw()
+        self.runs.refresh()
+        self._sync_actions()
+
+    # --- checks ---------------------------------------------------------------------------------------
+    def run_lr_finder(self) -> None:
+        from app.training import find_lr
+        from app.worker import _load_engine
+
+        _load_engine()
+        doc = self.editor.doc.copy()
+        self.doctor.show_check_running("LR finder")
+        self.doctor_dock.raise_()
+        self.check_threads.append(self.checks.run("lr_finder", lambda: find_lr(doc, steps=80)))
+
+    def run_overfit_check(self) -> None:
+        from app.training import overfit_one_batch
+        from app.worker import _load_engine
+
+        _load_engine()
+        doc = self.editor.doc.copy()
+        self.doctor.show_check_running("Overfit one batch")
+        self.doctor_dock.raise_()
+        self.check_threads.append(self.checks.run("overfit", lambda: overfit_one_batch(doc)))
+
+    def _check_done(self, what: str, result: Any) -> None:
+        if what == "lr_finder":
+            self.doctor.show_lr_result(result)
+        else:
+            self.doctor.show_overfit_result(result)
+
+    def _apply_suggested_lr(self, lr: float) -> None:
+        self.panel.lr.setValue(lr)
+        self.set_lr(lr)
+
+
+def _with_margin(widget: QWidget) -> QWidget:
+    box = QWidget()
+    layout = QVBoxLayout(box)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.addWidget(widget)
+    return box
+
