@@ -330,7 +330,7 @@ class NodeForm(QWidget):
                     text = " + ".join(format_shape(s) if s else "?" for s in shape)
                 else:
                     text = format_shape(shape) if shape else "?"
-                parts.append(f"in {port}: {text}")
+                parts.append(f"{port}: {text}" if port.startswith("in") else f"in {port}: {text}")
             if info.shape is not None:
                 parts.append(f"out: {format_shape(info.shape)}")
             if info.param_count:

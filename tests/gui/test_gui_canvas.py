@@ -379,3 +379,31 @@ def test_a_wire_item_exists_for_every_edge_after_a_batch_of_edits(qtbot, editor)
     editor.undo_stack.undo()
     assert {w.edge for w in editor.scene.items() if isinstance(w, WireItem)} == set(editor.doc.edges)
     assert len(editor.doc.edges) == 8
+
+
+def test_a_300_node_400_wire_canvas_opens_renders_and_pans(qtbot):
+    import importlib.util
+    from pathlib import Path
+
+    from widgets.node_editor import NodeEditor
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_canvas.py"
+    spec = importlib.util.spec_from_file_location("bench_canvas", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    doc = bench.big_document(300, 400)
+    ed = NodeEditor(doc)
+    qtbot.addWidget(ed)
+    ed.resize(1200, 800)
+    ed.show()
+    qtbot.waitExposed(ed)
+    assert len(ed.scene.nodes) == 300 and len(ed.scene.wires) == len(doc.edges) == 400
+    assert all(ed.scene.nodes[n].signature is not None for n in doc.nodes)  # every node got its state
+    ed.view.set_zoom(1.0)
+    before = ed.view.visible_scene_rect().center()
+    for _ in range(10):
+        ed.view.pan_by(40, 0)
+        ed.view.viewport().repaint()
+    assert ed.view.visible_scene_rect().center().x() - before.x() > 350
+    assert ed.view.moving  # wires draw without antialiasing while the view moves...
+    qtbot.waitUntil(lambda: not ed.view.moving, timeout=2000)  # ...and smoothly once it rests

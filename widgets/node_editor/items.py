@@ -86,20 +86,22 @@ class PortItem(QGraphicsItem):
         self.fault = False
         self.setAcceptHoverEvents(True)
         self.setCursor(Qt.CrossCursor)
+        self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
         self._hover = False
 
     @property
     def node_id(self) -> str:
         return self.node_item.node_id
 
+    _RECT = QRectF(-(PORT_R + 4), -(PORT_R + 4), 2 * (PORT_R + 4), 2 * (PORT_R + 4))
+    _SHAPE = QPainterPath()
+    _SHAPE.addEllipse(_RECT)
+
     def boundingRect(self) -> QRectF:
-        r = PORT_R + 4
-        return QRectF(-r, -r, 2 * r, 2 * r)
+        return self._RECT
 
     def shape(self) -> QPainterPath:
-        path = QPainterPath()
-        path.addEllipse(self.boundingRect())
-        return path
+        return self._SHAPE
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
         theme = current_theme()
@@ -263,9 +265,10 @@ class NodeItem(QGraphicsObject):
         body = HEADER_H + 8 + len(self._lines) * LINE_H + LINE_H + 10
         ports = HEADER_H + 16 + (n_ports - 1) * PORT_GAP + 16
         height = max(body, ports, HEADER_H + 30)
-        if height != self._height:
+        if height != self._height or not hasattr(self, "_bounds"):
             self.prepareGeometryChange()
             self._height = height
+            self._bounds = QRectF(-4, -4, NODE_W + 8, height + 8)
 
     # --- geometry -----------------------------------------------------------------------------
     @property
@@ -273,7 +276,7 @@ class NodeItem(QGraphicsObject):
         return self._height
 
     def boundingRect(self) -> QRectF:
-        return QRectF(-4, -4, NODE_W + 8, self._height + 8)
+        return self._bounds
 
     def shape(self) -> QPainterPath:
         path = QPainterPath()
@@ -376,6 +379,26 @@ def _mix(a: QColor, b: QColor, t: float) -> QColor:
                            a.blueF() * (1 - t) + b.blueF() * t)
 
 
+_WIRE_PENS: dict[tuple[str, str], tuple[QColor, QPen]] = {}
+
+
+def _wire_pen(theme_name: str, state: str) -> tuple[QColor, QPen]:
+    key = (theme_name, state)
+    if key not in _WIRE_PENS:
+        theme = current_theme()
+        color = theme.color({"fault": "error", "selected": "node_selected", "plain": "wire"}[state])
+        pen = QPen(color, 2.6 if state == "selected" else 1.8)
+        if state == "fault":
+            pen.setStyle(Qt.DashLine)
+        _WIRE_PENS[key] = (color, pen)
+    return _WIRE_PENS[key]
+
+
+def _view_moving(viewport: QWidget) -> bool:
+    view = viewport.parentWidget()
+    return bool(getattr(view, "moving", False))
+
+
 def wire_path(p1: QPointF, p2: QPointF) -> QPainterPath:
     """A horizontal S-curve from an output port to an input port."""
     dx = max(abs(p2.x() - p1.x()) * 0.5, 40.0)
@@ -393,6 +416,7 @@ class WireItem(QGraphicsItem):
         self.src, self.dst = src, dst
         self.setFlags(QGraphicsItem.ItemIsSelectable)
         self.setZValue(Z_WIRE)
+
         self.label = ""
         self.fault = False
         self._path = QPainterPath()
@@ -436,14 +460,12 @@ class WireItem(QGraphicsItem):
         return self._shape
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+        # runs for every visible wire on every frame: keep the Python work small
         theme = current_theme()
-        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setRenderHint(QPainter.Antialiasing, not (widget is not None and _view_moving(widget)))
         selected = self.isSelected() or self.src.node_item.isSelected() or self.dst.node_item.isSelected()
-        color = theme.color("error") if self.fault else (
-            theme.color("node_selected") if selected else theme.color("wire"))
-        pen = QPen(color, 2.6 if selected else 1.8)
-        if self.fault:
-            pen.setStyle(Qt.DashLine)
+        state = "fault" if self.fault else ("selected" if selected else "plain")
+        color, pen = _wire_pen(theme.name, state)
         painter.setPen(pen)
         painter.setBrush(Qt.NoBrush)
         painter.drawPath(self._path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QPainter, QPen
+from PySide6.QtGui import QColor, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QWidget
 
 from widgets.theme import current_theme
@@ -13,27 +13,40 @@ from widgets.theme import current_theme
 
 class Minimap(QWidget):
     def __init__(self, view: Any) -> None:
-        super().__init__(view.viewport())
+        super().__init__(view)  # not the viewport: scrolling it would drag the minimap along
         self.view = view
         self.setObjectName("minimap")
-        self.setFixedSize(220, 140)
+        self.setFixedSize(180, 110)
         self.setCursor(Qt.PointingHandCursor)
         self.setToolTip("Overview: click or drag to move the view")
+        self._nodes_pixmap: QPixmap | None = None  # the nodes drawn once; panning only moves the frame
         self._world = QRectF()
         view.viewport_moved.connect(self.update)
-        view.scene().changed.connect(lambda _rects: self.update())
+        view.scene().changed.connect(self._scene_changed)
+        self.raise_()
         self.reposition()
+
+    def _scene_changed(self, _rects: Any) -> None:
+        self._nodes_pixmap = None
+        self.update()
 
     def reposition(self) -> None:
         parent = self.parentWidget()
+        # a small canvas keeps most of its room for the graph
+        width = max(120, min(200, parent.width() // 5))
+        if width != self.width():
+            self.setFixedSize(width, round(width * 0.62))
+            self._nodes_pixmap = None
         self.move(parent.width() - self.width() - 12, parent.height() - self.height() - 12)
 
     def _mapping(self) -> tuple[QRectF, float, QPointF]:
-        scene = self.view.scene()
-        world = scene.nodes_rect()
-        visible = self.view.visible_scene_rect()
-        world = world.united(visible) if not world.isNull() else visible
-        world = world.adjusted(-40, -40, 40, 40)
+        """The scene area shown (the graph, not the view, so panning doesn't rescale it) and the map."""
+        if self._nodes_pixmap is None or self._world.isNull():
+            world = self.view.scene().nodes_rect()
+            if world.isNull():
+                world = self.view.visible_scene_rect()
+            self._world = world.adjusted(-80, -80, 80, 80)
+        world = self._world
         inner = QRectF(self.rect()).adjusted(6, 6, -6, -6)
         scale = min(inner.width() / world.width(), inner.height() / world.height())
         offset = QPointF(inner.center().x() - world.center().x() * scale,
@@ -54,23 +67,40 @@ class Minimap(QWidget):
         painter.setPen(QPen(QColor(theme.node_border), 1))
         painter.setBrush(bg)
         painter.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
+        if self._nodes_pixmap is None:
+            self._world = QRectF()
+            self._nodes_pixmap = self._draw_nodes()
+        painter.drawPixmap(0, 0, self._nodes_pixmap)
         _, scale, offset = self._mapping()
-        scene = self.view.scene()
 
         def to_map(r: QRectF) -> QRectF:
             return QRectF(r.x() * scale + offset.x(), r.y() * scale + offset.y(), r.width() * scale,
                           r.height() * scale)
 
-        painter.setPen(Qt.NoPen)
-        for item in scene.nodes.values():
-            color = QColor(theme.error) if item.problem else item.category_color
-            painter.setBrush(color)
-            painter.drawRoundedRect(to_map(item.sceneBoundingRect()), 1.5, 1.5)
+        painter.setClipRect(QRectF(self.rect()).adjusted(2, 2, -2, -2))
         accent = QColor(theme.accent)
         painter.setPen(QPen(accent, 1.5))
         accent.setAlpha(40)
         painter.setBrush(accent)
         painter.drawRect(to_map(self.view.visible_scene_rect()))
+
+    def _draw_nodes(self) -> QPixmap:
+        dpr = self.devicePixelRatioF()
+        pixmap = QPixmap(self.size() * dpr)
+        pixmap.setDevicePixelRatio(dpr)
+        pixmap.fill(Qt.transparent)
+        _, scale, offset = self._mapping()
+        painter = QPainter(pixmap)
+        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setPen(Qt.NoPen)
+        theme = current_theme()
+        for item in self.view.scene().nodes.values():
+            r = item.sceneBoundingRect()
+            painter.setBrush(QColor(theme.error) if item.problem else item.category_color)
+            painter.drawRoundedRect(QRectF(r.x() * scale + offset.x(), r.y() * scale + offset.y(),
+                                           r.width() * scale, r.height() * scale), 1.5, 1.5)
+        painter.end()
+        return pixmap
 
     def mousePressEvent(self, event: Any) -> None:
         self.view.center_on(self.scene_point(event.position()))

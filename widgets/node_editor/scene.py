@@ -8,7 +8,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QPainter, QPen, QTransform
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent
 
@@ -228,22 +228,20 @@ class GraphScene(QGraphicsScene):
         step = GRID if scale > 0.6 else GRID * 5  # fine lines would turn into a grey wash
         left = int(rect.left() // step) * step
         top = int(rect.top() // step) * step
-        minor, major = [], []
+        minor: list[QLineF] = []
+        major: list[QLineF] = []
         x = left
         while x < rect.right():
-            line = (QPointF(x, rect.top()), QPointF(x, rect.bottom()))
-            (major if round(x / step) % 5 == 0 else minor).append(line)
+            (major if round(x / step) % 5 == 0 else minor).append(QLineF(x, rect.top(), x, rect.bottom()))
             x += step
         y = top
         while y < rect.bottom():
-            line = (QPointF(rect.left(), y), QPointF(rect.right(), y))
-            (major if round(y / step) % 5 == 0 else minor).append(line)
+            (major if round(y / step) % 5 == 0 else minor).append(QLineF(rect.left(), y, rect.right(), y))
             y += step
         painter.setRenderHint(QPainter.Antialiasing, False)
         for lines, color in ((minor, "grid_minor"), (major, "grid_major")):
             painter.setPen(QPen(theme.color(color), 0))
-            for a, b in lines:
-                painter.drawLine(a, b)
+            painter.drawLines(lines)
 
     # --- mouse: wiring and moving ---------------------------------------------------------------
     def port_at(self, pos: QPointF) -> PortItem | None:

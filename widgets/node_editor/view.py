@@ -48,7 +48,7 @@ class GraphView(QGraphicsView):
         self.setViewportUpdateMode(QGraphicsView.SmartViewportUpdate)
         self.setOptimizationFlags(QGraphicsView.DontSavePainterState | QGraphicsView.DontAdjustForAntialiasing)
         self.setCacheMode(QGraphicsView.CacheBackground)
-        self.setTransformationAnchor(QGraphicsView.NoAnchor)
+        self.setTransformationAnchor(QGraphicsView.NoAnchor)  # zoom_by keeps the cursor's point itself
         self.setResizeAnchor(QGraphicsView.AnchorViewCenter)
         self.setDragMode(QGraphicsView.RubberBandDrag)
         self.setRubberBandSelectionMode(Qt.IntersectsItemShape)
@@ -58,24 +58,47 @@ class GraphView(QGraphicsView):
         self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.setSceneRect(-50_000, -50_000, 100_000, 100_000)  # room to pan anywhere
         self.setFocusPolicy(Qt.StrongFocus)
-        self.toast = Toast(self.viewport())
+        self.toast = Toast(self)  # overlays sit on the view, not the viewport, which scrolls its children
         self._pan_from: QPoint | None = None
         self._space = False
+        # While the view moves, wires are drawn without antialiasing (25x cheaper in the raster
+        # engine); a moment after it stops, one full repaint brings the smooth curves back.
+        self.moving = False
+        self._settle = QTimer(self)
+        self._settle.setSingleShot(True)
+        self._settle.setInterval(150)
+        self._settle.timeout.connect(self._settled)
+
+    def _motion(self) -> None:
+        self.moving = True
+        self._settle.start()
+
+    def _settled(self) -> None:
+        self.moving = False
+        self.viewport().update()
 
     # --- zoom and pan -----------------------------------------------------------------------------
     @property
     def zoom(self) -> float:
         return self.transform().m11()
 
+    def _scroll_by(self, dx: float, dy: float) -> None:
+        # Panning through the scroll bars lets QGraphicsView blit the viewport and repaint only the
+        # strip that comes into view; changing the transform instead repaints every visible item.
+        self._motion()
+        h, v = self.horizontalScrollBar(), self.verticalScrollBar()
+        h.setValue(h.value() + round(dx))
+        v.setValue(v.value() + round(dy))
+
     def zoom_by(self, factor: float, anchor: QPoint | None = None) -> None:
         """Zoom keeping the scene point under `anchor` (viewport coords; default the centre) fixed."""
         anchor = anchor if anchor is not None else self.viewport().rect().center()
         factor = max(MIN_ZOOM / self.zoom, min(MAX_ZOOM / self.zoom, factor))
         before = self.mapToScene(anchor)
+        self._motion()
         self.scale(factor, factor)
-        after = self.mapToScene(anchor)
-        delta = after - before
-        self.translate(delta.x(), delta.y())
+        moved = self.mapFromScene(before) - anchor
+        self._scroll_by(moved.x(), moved.y())
         self.zoom_changed.emit(self.zoom)
         self.viewport_moved.emit()
 
@@ -83,14 +106,13 @@ class GraphView(QGraphicsView):
         self.zoom_by(zoom / self.zoom)
 
     def pan_by(self, dx: float, dy: float) -> None:
-        """Pan by viewport pixels."""
-        z = self.zoom
-        self.translate(-dx / z, -dy / z)
+        """Pan by viewport pixels (the content moves left when dx > 0)."""
+        self._scroll_by(dx, dy)
         self.viewport_moved.emit()
 
     def center_on(self, point: QPointF) -> None:
-        delta = self.mapToScene(self.viewport().rect().center()) - point
-        self.translate(delta.x(), delta.y())
+        moved = self.mapFromScene(point) - self.viewport().rect().center()
+        self._scroll_by(moved.x(), moved.y())
         self.viewport_moved.emit()
 
     def visible_scene_rect(self) -> Any:
@@ -199,6 +221,6 @@ class GraphView(QGraphicsView):
 
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)
-        for child in self.viewport().children():
+        for child in self.children():
             if hasattr(child, "reposition"):
                 child.reposition()
