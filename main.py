@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wiregrad: there is no node {args.select!r} to select", file=sys.stderr)
             return 2
         window.editor.scene.select_nodes([args.select])
+        window.inspector_dock.show()
+        window.inspector_dock.raise_()  # the training panel may share its tab group
 
     if args.screenshot:
         window.resize(1600, 1000)

@@ -52,8 +52,9 @@ class MainWindow(QMainWindow):
         self._status = QLabel()
         self.statusBar().addPermanentWidget(self._status)
         self.editor.info_updated.connect(self._update_status)
-        self.editor.message.connect(lambda text: self.statusBar().showMessage(text, 6000))
-        self.editor.undo_stack.cleanChanged.connect(lambda _clean: self._update_title())
+        self.editor.message.connect(self._show_status_message)
+        # a bound method, not a lambda: Qt drops it with the window (a lambda outlived it at teardown)
+        self.editor.undo_stack.cleanChanged.connect(self._on_clean_changed)
 
         self._build_menus()
         self._build_toolbar()
@@ -165,6 +166,12 @@ class MainWindow(QMainWindow):
     # --- title and status -------------------------------------------------------------------------------
     def is_modified(self) -> bool:
         return self._recovered or not self.editor.undo_stack.isClean()
+
+    def _on_clean_changed(self, _clean: bool) -> None:
+        self._update_title()
+
+    def _show_status_message(self, text: str) -> None:
+        self.statusBar().showMessage(text, 6000)
 
     def _update_title(self) -> None:
         name = self.path.name if self.path is not None else "Untitled"

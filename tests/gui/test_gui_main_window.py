@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from gui_helpers import chain_document, port_point
+from PySide6.QtCore import QSettings
 
 from app.document import load_document, save_document
 
@@ -91,6 +92,44 @@ def test_examples_menu_lists_the_shipped_examples_and_opens_them_untitled(window
     action.trigger()
     assert window.path is None and any(n.type == "Linear" for n in window.doc.nodes.values())
     assert not window.errors
+
+
+def test_autosave_writes_a_recovery_file_that_a_new_window_offers_to_restore(window, qtbot, tmp_path):
+    assert not window.autosave_now()  # nothing to save while unmodified
+    window.editor.set_param("fc1", "out_features", 77)
+    assert window.autosave_now() and window.recovery_path.exists()
+    from app.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / "s2.ini"), QSettings.IniFormat)
+    other = MainWindow(settings=settings, recovery_dir=window.recovery_dir)  # as after a crash
+    other.ask_save_changes = lambda: "discard"  # closing at teardown must not wait for a dialog
+    qtbot.addWidget(other)
+    other.ask_restore = lambda: True
+    assert other.offer_recovery()
+    assert other.doc.node("fc1").params["out_features"] == 77
+    assert other.is_modified() and other.isWindowModified()
+
+
+def test_declining_recovery_deletes_the_recovery_file(window, qtbot, tmp_path):
+    window.editor.set_param("fc1", "out_features", 77)
+    window.autosave_now()
+    from app.main_window import MainWindow
+
+    other = MainWindow(recovery_dir=window.recovery_dir,
+                       settings=QSettings(str(tmp_path / "s3.ini"), QSettings.IniFormat))
+    other.ask_save_changes = lambda: "discard"
+    qtbot.addWidget(other)
+    other.ask_restore = lambda: False
+    assert not other.offer_recovery()
+    assert not window.recovery_path.exists() and not other.doc.nodes
+
+
+def test_a_clean_save_removes_the_recovery_file(window, tmp_path):
+    window.editor.set_param("fc1", "out_features", 77)
+    window.autosave_now()
+    assert window.recovery_path.exists()
+    window.save_as(tmp_path / "kept.json")
+    assert not window.recovery_path.exists()
 
 
 def test_status_bar_counts_nodes_wires_and_parameters(window):
