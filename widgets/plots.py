@@ -294,7 +294,7 @@ class TrainingPlots(QWidget):
         self.steps_per_epoch = 1
         self.loss = PlotCard("Loss", "loss")
         self.accuracy = PlotCard("Accuracy", "accuracy")
-        self.lr = PlotCard("Learning rate", "lr", log_y=True)
+        self.lr = PlotCard("Learning rate", "lr")
         self.grad = PlotCard("Gradient norm per layer", "‖g‖", log_y=True)
         self.update_ratio = PlotCard("Update / weight per layer", "‖Δw‖/‖w‖", log_y=True)
         self.histograms = HistogramCard()

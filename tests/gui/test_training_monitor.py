@@ -1,0 +1,279 @@
+"""The training monitor with real worker threads: start, live plots, pause/resume/stop, lr changes,
+NaN pauses with a finding, worker exceptions, the graph view, closing while training."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QSettings
+
+from app.document import Document, load_document
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
+TIMEOUT = 20_000
+
+
+def spirals(epochs: int = 10_000, **training) -> Document:
+    """The spirals example; the default run is far longer than any test, which stops it: a run that
+    ended on its own before the test paused it would make the pause wait for nothing on a slow machine."""
+    doc = load_document(EXAMPLES / "spirals.json")
+    doc.training["epochs"] = epochs
+    doc.training.update(training)
+    return doc
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("WIREGRAD_RUNS", str(tmp_path / "runs"))
+    made = []
+
+    def make(doc: Document):
+        from app.main_window import MainWindow
+
+        settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
+        win = MainWindow(doc, settings=settings, recovery_dir=tmp_path / "recovery")
+        win.errors = []
+        win.show_error = lambda title, text: win.errors.append((title, text))
+        win.ask_save_changes = lambda: "discard"
+        qtbot.addWidget(win)
+        win.resize(1600, 1000)
+        win.show()
+        qtbot.waitExposed(win)
+        made.append(win)
+        return win
+
+    yield make
+    for win in made:
+        win.training.shutdown()
+
+
+def stop_and_wait(qtbot, win) -> None:
+    win.training.stop()
+    qtbot.waitUntil(lambda: not win.training.is_active(), timeout=TIMEOUT)
+
+
+def test_training_streams_batches_into_the_plots_then_pause_resume_and_stop(qtbot, make_window):
+    win = make_window(spirals())
+    mon = win.training
+    session = mon.start()
+    with qtbot.waitSignal(session.batches, timeout=TIMEOUT):
+        pass
+    qtbot.waitUntil(lambda: mon.plots.train_loss.n >= 20, timeout=TIMEOUT)
+    mon.plots.redraw()
+    assert mon.plots.loss.point_count() > 0
+    grown = mon.plots.train_loss.n
+    qtbot.waitUntil(lambda: mon.plots.train_loss.n > grown, timeout=TIMEOUT)
+
+    mon.pause()
+    qtbot.waitUntil(lambda: mon.state == "paused", timeout=TIMEOUT)
+    qtbot.wait(100)
+    frozen = mon.batches_seen
+    qtbot.wait(400)
+    assert mon.batches_seen == frozen, "batches kept arriving while paused"
+    assert mon.panel.resume_button.isEnabled() and not mon.panel.pause_button.isEnabled()
+
+    mon.step_once()
+    qtbot.waitUntil(lambda: mon.batches_seen == frozen + 1, timeout=TIMEOUT)
+
+    mon.resume()
+    qtbot.waitUntil(lambda: mon.batches_seen > frozen + 5, timeout=TIMEOUT)
+    stop_and_wait(qtbot, win)
+    assert session.summary.status == "stopped"
+    assert (session.run_dir / "metrics.jsonl").exists() and (session.run_dir / "document.json").exists()
+    assert mon.runs.list.count() == 1
+
+
+def test_signals_are_coalesced_to_at_most_about_thirty_per_second(qtbot, make_window):
+    win = make_window(spirals(epochs=6))
+    session = win.training.start()
+    emissions = []
+    session.batches.connect(lambda records: emissions.append(len(records)))
+    qtbot.waitUntil(lambda: not win.training.is_active(), timeout=TIMEOUT)
+    assert sum(emissions) > len(emissions), "every batch came in its own signal"
+
+
+def test_changing_the_lr_mid_run_takes_effect_and_is_marked_on_the_plots(qtbot, make_window):
+    win = make_window(spirals())
+    mon = win.training
+    mon.start()
+    qtbot.waitUntil(lambda: mon.batches_seen >= 5, timeout=TIMEOUT)
+    mon.panel.lr.setValue(0.0005)
+    mon.panel.apply_lr.click()
+    qtbot.waitUntil(lambda: mon.last_batch is not None and mon.last_batch.lr == pytest.approx(0.0005),
+                    timeout=TIMEOUT)
+    assert any("lr" in m.label.format for m in mon.plots.lr.markers)
+    assert any(m.label is not None for m in mon.plots.loss.markers)
+    stop_and_wait(qtbot, win)
+
+
+def test_editing_the_model_while_training_is_refused_but_moving_nodes_is_not(qtbot, make_window):
+    win = make_window(spirals())
+    mon = win.training
+    mon.start()
+    qtbot.waitUntil(lambda: mon.state == "running", timeout=TIMEOUT)
+    assert not win.editor.set_param("fc1", "out_features", 8)
+    assert win.doc.node("fc1").params["out_features"] == 64
+    assert "stop the run" in win.editor.last_message
+    stop_and_wait(qtbot, win)
+    assert win.editor.set_param("fc1", "out_features", 8)
+
+
+def test_an_undo_during_a_run_is_shown_as_a_fork_not_a_silent_mismatch(qtbot, make_window):
+    win = make_window(spirals())
+    assert win.editor.set_param("fc1", "out_features", 32)
+    mon = win.training
+    mon.start()
+    qtbot.waitUntil(lambda: mon.state == "running", timeout=TIMEOUT)
+    win.editor.undo_stack.undo()  # undo bypasses the edit lock: the monitor must say so
+    assert mon.forked and not mon.panel.fork_label.isHidden()
+    stop_and_wait(qtbot, win)
+
+
+def test_a_run_that_produces_nan_pauses_and_shows_the_finding(qtbot, make_window):
+    doc = spirals(optimizer={"type": "SGD", "lr": 1e6, "momentum": 0.0, "weight_decay": 0.0, "nesterov": False})
+    win = make_window(doc)
+    mon = win.training
+    mon.start()
+    qtbot.waitUntil(lambda: any(f.rule == "nonfinite" for f in mon.findings), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: mon.state == "paused", timeout=TIMEOUT)
+    assert mon.doctor.tree.topLevelItemCount() >= 1
+    blamed = [f.node_id for f in mon.findings if f.rule == "nonfinite" and f.node_id]
+    if blamed:
+        assert blamed[0] in mon.dashboard.alerts
+    stop_and_wait(qtbot, win)
+
+
+def test_a_worker_exception_shows_the_error_dialog_and_keeps_the_document(qtbot, make_window, monkeypatch):
+    win = make_window(spirals())
+    mon = win.training
+    from app.training import trainer as trainer_module
+
+    def boom(self):
+        raise RuntimeError("the engine exploded in test")
+
+    monkeypatch.setattr(trainer_module.Trainer, "_train_epoch", boom)
+    session = mon.start()
+    with qtbot.waitSignal(session.failed, timeout=TIMEOUT) as blocker:
+        pass
+    assert "the engine exploded in test" in blocker.args[0]
+    qtbot.waitUntil(lambda: not mon.is_active(), timeout=TIMEOUT)
+    assert win.errors and "exploded" in win.errors[-1][1]
+    assert set(win.doc.nodes) >= {"fc1", "fc2", "out"}
+    assert mon.panel.start_button.isEnabled(), "a failed run must be restartable"
+    assert win.editor.edit_lock is None
+
+
+@pytest.mark.parametrize("example", sorted(p.stem for p in EXAMPLES.glob("*.json")))
+def test_the_computation_graph_view_builds_for_each_example(qtbot, example):
+    from app.worker import step_graph_for_document
+    from widgets.graph_view import ComputationGraphView
+
+    doc = load_document(EXAMPLES / f"{example}.json")
+    view = ComputationGraphView()
+    qtbot.addWidget(view)
+    graph = step_graph_for_document(doc)
+    view.show_graph(graph)
+    assert len(view.items) == len(graph.ops) > 3
+    leaves = [op for op in graph.ops.values() if op.param]
+    assert leaves and all(op.scope in doc.nodes for op in leaves)
+    assert all(op.shape is not None and op.strides is not None for op in leaves)
+
+
+def test_clicking_an_op_in_the_graph_view_selects_its_canvas_node(qtbot, make_window):
+    win = make_window(spirals())
+    mon = win.training
+    mon.refresh_graph()
+    item = next(i for i in mon.graph_view.items.values() if i.op.scope == "fc2")
+    item.setSelected(True)
+    assert win.editor.selected_ids() == ["fc2"]
+    assert item.highlighted
+
+
+def test_decision_boundary_and_confusion_matrix_update_for_a_2d_classifier(qtbot, make_window):
+    win = make_window(spirals(epochs=2))
+    mon = win.training
+    mon.start()
+    qtbot.waitUntil(lambda: not mon.is_active(), timeout=TIMEOUT)
+    assert mon.boundary.updates >= 1 and mon.boundary.grid.classes.shape == (64, 64)
+    assert mon.boundary.grid.step == mon.last_batch.step  # the last picture shows the trained model
+    m = mon.confusion.matrix
+    assert m.shape == (3, 3) and m.sum() == 120  # the 20% validation split of 600 samples
+
+
+def test_canvas_tints_nodes_by_gradient_norm_with_a_legend(qtbot, make_window):
+    win = make_window(spirals(epochs=2))
+    mon = win.training
+    mon.start()
+    qtbot.waitUntil(lambda: not mon.is_active(), timeout=TIMEOUT)
+    mon.dashboard.refresh()
+    assert mon.dashboard.legend.isVisible()
+    tinted = {nid for nid, t in mon.dashboard.node_tints.items() if t.color is not None}
+    assert {"fc1", "fc2", "out"} <= tinted
+    assert len(mon.dashboard.node_tints["fc1"].history) > 10
+    mon.dashboard.legend.combo.setCurrentIndex(3)  # dead-unit fraction comes from the epoch statistics
+    assert mon.dashboard.node_tints["act1"].color is not None
+
+
+def test_plots_export_png_and_csv(qtbot, tmp_path):
+    from app.training.metrics import BatchMetrics
+    from widgets.plots import TrainingPlots
+
+    plots = TrainingPlots()
+    qtbot.addWidget(plots)
+    plots.resize(900, 500)
+    plots.show()
+    plots.add_batches([BatchMetrics(0, b, b, 1.0 / (b + 1), 0.01, 100.0, 0.5, True, 1.0, 1.0,
+                                    {"fc1": 0.5}, {"fc1": 0.5}, {"fc1": 1e-3}) for b in range(50)])
+    plots.redraw()
+    png = plots.loss.export_png(tmp_path / "loss.png")
+    csv_path = plots.loss.export_csv(tmp_path / "loss.csv")
+    assert png.stat().st_size > 1000
+    rows = csv_path.read_text().splitlines()
+    assert rows[0] == "curve,x,y" and sum(r.startswith("train_raw,") for r in rows) == 50
+
+
+def test_plots_keep_100k_points_with_downsampling_and_clip_to_view(qtbot):
+    from app.training.metrics import BatchMetrics
+    from widgets.plots import TrainingPlots
+
+    plots = TrainingPlots()
+    qtbot.addWidget(plots)
+    plots.set_steps_per_epoch(1000)
+    records = [BatchMetrics(b // 1000, b % 1000, b, float(np.exp(-b / 3e4)), 0.01, 1.0) for b in range(100_000)]
+    plots.add_batches(records)
+    plots.redraw()
+    curve = plots.loss.curves["train_raw"]
+    assert len(curve.getOriginalDataset()[0]) == 100_000
+    assert curve.opts["autoDownsample"] and curve.opts["clipToView"]
+
+
+def test_runs_are_kept_and_their_curves_overlay_and_graph_reopens(qtbot, make_window):
+    win = make_window(spirals(epochs=2))
+    mon = win.training
+    for _ in range(2):
+        mon.start()
+        qtbot.waitUntil(lambda: not mon.is_active(), timeout=TIMEOUT)
+    runs = mon.runs
+    runs.refresh()
+    assert runs.list.count() == 2
+    for i in range(2):
+        runs.list.item(i).setCheckState(runs.list.item(i).checkState().Checked)
+    assert sum(k.startswith("run:") for k in mon.plots.loss.curves) >= 4  # train + val per run
+    run_dir = Path(runs.list.item(0).data(256))
+    assert json.loads((run_dir / "document.json").read_text())["nodes"]
+    runs.list.setCurrentRow(0)
+    win.editor.set_param("fc1", "out_features", 8)
+    doc = runs.reopen_selected()
+    assert doc is not None and win.doc.node("fc1").params["out_features"] == 64
+
+
+def test_closing_the_window_while_training_stops_the_worker_cleanly(qtbot, make_window):
+    win = make_window(spirals(epochs=200))
+    mon = win.training
+    session = mon.start()
+    qtbot.waitUntil(lambda: mon.state == "running", timeout=TIMEOUT)
+    win.close()
+    assert not session.is_running()
+    assert session.summary is not None and session.summary.status == "stopped"
