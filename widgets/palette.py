@@ -9,6 +9,7 @@ from PySide6.QtGui import QDrag
 from PySide6.QtWidgets import QAbstractItemView, QLineEdit, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
 from app.document import CATEGORIES, catalogue
+from widgets.node_editor.quick_add import addable_types
 from widgets.node_editor.view import NODE_MIME
 from widgets.theme import current_theme, icon
 
@@ -67,9 +68,10 @@ class Palette(QWidget):
 
     def _populate(self) -> None:
         specs = catalogue()
+        addable = [specs[t] for t in addable_types()]
         theme = current_theme()
         for category in CATEGORIES:
-            members = [s for s in specs.values() if s.category == category]
+            members = [s for s in addable if s.category == category]
             if not members:
                 continue
             group = QTreeWidgetItem([category])

@@ -13,11 +13,22 @@ from app.document import ShapeError, catalogue
 from app.document.errors import DocumentError
 from widgets.theme import icon
 
+# "Unknown" (category Imported) only stands in for a module an import could not translate; nobody
+# adds one on purpose, so the palette and quick add leave it out.
+HIDDEN_CATEGORIES = frozenset({"Imported"})
+
+
+def addable_types() -> list[str]:
+    """The node types a user can add, in catalogue order."""
+    return [name for name, spec in catalogue().items() if spec.category not in HIDDEN_CATEGORIES]
+
 
 def types_accepting(shape: tuple[int | None, ...] | None) -> list[str]:
     """Node types that can take a tensor of `shape` on their first input with default parameters."""
     out = []
-    for name, spec in catalogue().items():
+    specs = catalogue()
+    for name in addable_types():
+        spec = specs[name]
         if not spec.inputs:
             continue
         if shape is None:
@@ -37,7 +48,8 @@ def types_accepting(shape: tuple[int | None, ...] | None) -> list[str]:
 
 def types_producing() -> list[str]:
     """Types with an output port (what can feed a dangling input)."""
-    return [name for name, spec in catalogue().items() if spec.outputs]
+    specs = catalogue()
+    return [name for name in addable_types() if specs[name].outputs]
 
 
 class QuickAddPopup(QFrame):
