@@ -52,13 +52,16 @@ def _replay_grads(ctx, reference, grads):
     return tuple(result)
 
 
-def _lstm_reference(xg, w_hh, h, c, reverse):
+def _lstm_reference(xg, w_hh, h, c, reverse, w_hr=None):
+    """The LSTM recurrence in Tensor ops; w_hr (proj_size, H) projects each h (PyTorch's proj_size)."""
     wt = w_hh.t()
     outs = [None] * xg.shape[0]
     for t in _time_order(xg.shape[0], reverse):
         i, f, g, o = (xg[t] + h @ wt).chunk(4, 1)
         c = sigmoid(f) * c + sigmoid(i) * tanh(g)
         h = sigmoid(o) * tanh(c)
+        if w_hr is not None:
+            h = h @ w_hr.t()
         outs[t] = h
     return stack(outs), h, c
 
@@ -298,9 +301,14 @@ def _t(arr):
     return None if arr is None else _wrap_array(arr)
 
 
-def lstm_layer(xg: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, reverse: bool = False):
+def lstm_layer(
+    xg: Tensor, w_hh: Tensor, h0: Tensor, c0: Tensor, reverse: bool = False, w_hr: Tensor | None = None
+):
     """One LSTM layer direction. xg: (T, B, 4H) input projections incl. both biases; h0, c0: (B, H).
-    Returns (output (T, B, H), h_n, c_n)."""
+    Returns (output (T, B, H), h_n, c_n). With a projection w_hr (P, H), h0, h_n and the output have P
+    features; that case runs as ordinary Tensor ops (one graph node per op and step)."""
+    if w_hr is not None:
+        return _lstm_reference(xg, w_hh, h0, c0, reverse, w_hr)
     return _LSTMLayer.apply(xg, w_hh, h0, c0, reverse)
 
 

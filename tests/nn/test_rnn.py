@@ -134,7 +134,7 @@ def test_wrong_input_size_and_hidden_shape_are_explained():
     lstm = nn.LSTM(4, 6, num_layers=2)
     with pytest.raises(RuntimeError, match="Expected 4, got 3"):
         lstm(engine.randn(5, 2, 3))
-    with pytest.raises(RuntimeError, match=r"Expected hidden size \(2, 2, 6\), got \[1, 2, 6\]"):
+    with pytest.raises(RuntimeError, match=r"Expected hidden\[0\] size \(2, 2, 6\), got \[1, 2, 6\]"):
         lstm(engine.randn(5, 2, 4), (engine.zeros(1, 2, 6), engine.zeros(2, 2, 6)))
     with pytest.raises(ValueError, match="Expected input to be 2D or 3D"):
         lstm(engine.randn(5))

@@ -32,6 +32,10 @@ def _additive_mask(mask: Tensor | None, dtype: D.dtype) -> Tensor | None:
     return mask.to(dtype)
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """MultiheadAttention's out_proj: a plain Linear under PyTorch's class name (so repr and type match)."""
+
+
 class MultiheadAttention(Module):
     """Attention over num_heads subspaces of embed_dim: out_proj(concat_h softmax(q_h k_h^T / sqrt(d)) v_h).
 
@@ -90,7 +94,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(empty(3 * embed_dim, **kw))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **kw)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **kw)
         self.bias_k = self.bias_v = None
         self.add_zero_attn = False
         self._reset_parameters()

@@ -21,10 +21,18 @@ class Flatten(Module):
 class Unflatten(Module):
     def __init__(self, dim: int, unflattened_size) -> None:
         super().__init__()
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError(
+                f"unflattened_size must be a tuple of ints, but found type {type(unflattened_size).__name__}"
+            )
+        for i, n in enumerate(unflattened_size):
+            if not isinstance(n, int):
+                raise TypeError(
+                    f"unflattened_size must be tuple of ints, but found element of type {type(n).__name__} "
+                    f"at pos {i}"
+                )
         self.dim = dim
-        self.unflattened_size = (
-            tuple(unflattened_size) if isinstance(unflattened_size, list) else unflattened_size
-        )
+        self.unflattened_size = unflattened_size  # kept as given (list or tuple), like PyTorch
 
     def forward(self, input):
         return input.unflatten(self.dim, self.unflattened_size)

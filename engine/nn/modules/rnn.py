@@ -30,6 +30,32 @@ def _sum_biases(b_ih: Tensor | None, b_hh: Tensor | None) -> Tensor | None:
     return None if b_ih is None else b_ih + b_hh
 
 
+def _register_weights(
+    module: Module, suffix: str, gate_size: int, input_size: int, hidden_in: int, bias: bool, factory: dict
+) -> list[str]:
+    """weight_ih, weight_hh (and bias_ih, bias_hh) with `suffix`, in PyTorch's registration order."""
+    names = [f"weight_ih{suffix}", f"weight_hh{suffix}"]
+    shapes = [(gate_size, input_size), (gate_size, hidden_in)]
+    if bias:
+        names += [f"bias_ih{suffix}", f"bias_hh{suffix}"]
+        shapes += [(gate_size,), (gate_size,)]
+    for name, shape in zip(names, shapes):
+        setattr(module, name, Parameter(empty(*shape, **factory)))
+    return names
+
+
+def _uniform_reset(module: Module) -> None:
+    """PyTorch's recurrent init: every weight and bias U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
+    bound = 1.0 / math.sqrt(module.hidden_size)
+    for w in module.parameters():
+        init.uniform_(w, -bound, bound)
+
+
+def _check_type(name: str, value, kind: type) -> None:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"{name} should be of type {kind.__name__}, got: {type(value).__name__}")
+
+
 class RNNBase(Module):
     """Shared set-up of RNN, LSTM and GRU: parameters `weight_ih_l{k}[_reverse]` etc., in PyTorch's order."""
 
@@ -53,12 +79,6 @@ class RNNBase(Module):
                 "dropout should be a number in range [0, 1] representing the probability of an "
                 "element being zeroed"
             )
-        if not isinstance(hidden_size, int) or hidden_size <= 0:
-            raise ValueError(f"hidden_size must be a positive integer, got {hidden_size}")
-        if not isinstance(num_layers, int) or num_layers <= 0:
-            raise ValueError(f"num_layers must be a positive integer, got {num_layers}")
-        if proj_size != 0:
-            raise NotImplementedError("LSTM proj_size is not supported by Wiregrad's engine")
         if dropout > 0 and num_layers == 1:
             import warnings
 
@@ -69,6 +89,20 @@ class RNNBase(Module):
                 UserWarning,
                 stacklevel=2,
             )
+        _check_type("bias", bias, bool)
+        _check_type("batch_first", batch_first, bool)
+        _check_type("input_size", input_size, int)
+        if input_size <= 0:
+            raise ValueError("input_size must be greater than zero")
+        _check_type("hidden_size", hidden_size, int)
+        if hidden_size <= 0:
+            raise ValueError("hidden_size must be greater than zero")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than zero")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -78,44 +112,38 @@ class RNNBase(Module):
         self.dropout = float(dropout)
         self.bidirectional = bidirectional
         self.proj_size = proj_size
+        factory = {"device": device, "dtype": dtype}
         gate_size = _GATES[mode] * hidden_size
         num_directions = 2 if bidirectional else 1
+        real_hidden = proj_size if proj_size > 0 else hidden_size
         self._flat_weights_names = []
+        self._all_weights = []
         for layer in range(num_layers):
-            layer_input = input_size if layer == 0 else hidden_size * num_directions
+            layer_input = input_size if layer == 0 else real_hidden * num_directions
             for direction in range(num_directions):
-                suffix = "_reverse" if direction == 1 else ""
-                shapes = [("weight_ih", (gate_size, layer_input)), ("weight_hh", (gate_size, hidden_size))]
-                if bias:
-                    shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
-                for name, shape in shapes:
-                    full = f"{name}_l{layer}{suffix}"
-                    setattr(self, full, Parameter(empty(*shape, device=device, dtype=dtype)))
-                    self._flat_weights_names.append(full)
+                suffix = f"_l{layer}" + ("_reverse" if direction == 1 else "")
+                names = _register_weights(self, suffix, gate_size, layer_input, real_hidden, bias, factory)
+                if proj_size > 0:
+                    names.append(f"weight_hr{suffix}")
+                    setattr(self, names[-1], Parameter(empty(proj_size, hidden_size, **factory)))
+                self._flat_weights_names.extend(names)
+                self._all_weights.append(names)
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for w in self.parameters():
-            init.uniform_(w, -bound, bound)
+    reset_parameters = _uniform_reset
 
     def flatten_parameters(self) -> None:
         """A no-op kept for PyTorch compatibility (there is no cuDNN weight buffer to compact)."""
 
     @property
     def all_weights(self) -> list:
-        per = 4 if self.bias else 2
-        ws = [getattr(self, n) for n in self._flat_weights_names]
-        return [ws[i : i + per] for i in range(0, len(ws), per)]
+        return [[getattr(self, n) for n in names] for names in self._all_weights]
 
-    def _layer_weights(self, layer: int, direction: int):
-        suffix = "_reverse" if direction == 1 else ""
-        w_ih = getattr(self, f"weight_ih_l{layer}{suffix}")
-        w_hh = getattr(self, f"weight_hh_l{layer}{suffix}")
-        if not self.bias:
-            return w_ih, w_hh, None, None
-        b_ih, b_hh = getattr(self, f"bias_ih_l{layer}{suffix}"), getattr(self, f"bias_hh_l{layer}{suffix}")
-        return w_ih, w_hh, b_ih, b_hh
+    def _layer_weights(self, layer: int, direction: int) -> dict:
+        """This layer and direction's weight_ih, weight_hh, bias_ih, bias_hh, weight_hr (None if absent)."""
+        suffix = f"_l{layer}" + ("_reverse" if direction == 1 else "")
+        kinds = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
+        return {k: getattr(self, k + suffix, None) for k in kinds}
 
     def _prepare(self, input: Tensor, hx):
         """Time-major (T, B, I) input and a list of initial-state tensors (num_layers * D, B, H)."""
@@ -134,29 +162,32 @@ class RNNBase(Module):
             )
         B = input.shape[1]
         D = 2 if self.bidirectional else 1
-        expected = (self.num_layers * D, B, self.hidden_size)
-        n_states = 2 if self.mode == "LSTM" else 1
+        lstm = self.mode == "LSTM"
+        h_size = self.proj_size if self.proj_size > 0 else self.hidden_size
+        expected = [(self.num_layers * D, B, h_size), (self.num_layers * D, B, self.hidden_size)]
         if hx is None:
-            states = [zeros(*expected, dtype=input.dtype, device=input.device) for _ in range(n_states)]
-        else:
-            states = list(hx) if self.mode == "LSTM" else [hx]
-            if len(states) != n_states:
-                raise RuntimeError(f"{name}: expected hx to be a tuple (h_0, c_0), got {len(states)} tensors")
-            want = 2 if not batched else 3
-            for s in states:
-                if s.dim() != want:
-                    kind = "unbatched" if not batched else "batched"
-                    raise RuntimeError(
-                        f"For {kind} {want}-D input, hx should also be {want}-D but got {s.dim()}-D tensor"
-                    )
-            if not batched:
-                states = [s.unsqueeze(1) for s in states]
-            labels = ("hidden", "cell")
-            for label, s in zip(labels, states):
-                if tuple(s.shape) != expected:
-                    shown = expected if batched else (expected[0], expected[2])
-                    got = list(s.shape) if batched else [s.shape[0], s.shape[2]]
-                    raise RuntimeError(f"Expected {label} size {shown}, got {got}")
+            states = [zeros(*shape, dtype=input.dtype, device=input.device) for shape in expected[: 1 + lstm]]
+            return input, batched, states
+        states = list(hx) if lstm else [hx]
+        if len(states) != 1 + lstm:
+            raise RuntimeError(f"{name}: expected hx to be a tuple (h_0, c_0), got {len(states)} tensors")
+        want = 3 if batched else 2
+        if any(s.dim() != want for s in states):
+            kind = "batched" if batched else "unbatched"
+            if lstm:
+                got = ", ".join(f"{s.dim()}-D" for s in states)
+                raise RuntimeError(
+                    f"For {kind} {want}-D input, hx and cx should also be {want}-D but got ({got}) tensors"
+                )
+            raise RuntimeError(
+                f"For {kind} {want}-D input, hx should also be {want}-D but got {states[0].dim()}-D tensor"
+            )
+        if not batched:
+            states = [s.unsqueeze(1) for s in states]
+        for k, (s, shape) in enumerate(zip(states, expected)):
+            if tuple(s.shape) != shape:
+                label = f"hidden[{k}]" if lstm else "hidden"
+                raise RuntimeError(f"Expected {label} size {shape}, got {list(s.shape)}")
         return input, batched, states
 
     def forward(self, input: Tensor, hx=None):
@@ -167,18 +198,23 @@ class RNNBase(Module):
             outs = []
             for direction in range(D):
                 reverse = direction == 1
-                w_ih, w_hh, b_ih, b_hh = self._layer_weights(layer, direction)
+                w = self._layer_weights(layer, direction)
+                b_ih, b_hh = w["bias_ih"], w["bias_hh"]
                 idx = layer * D + direction
                 h0 = states[0][idx]
                 if self.mode == "LSTM":
-                    xg = _project(x, w_ih, _sum_biases(b_ih, b_hh))
-                    out, h, c = FS.lstm_layer(xg, w_hh, h0, states[1][idx], reverse)
+                    xg = _project(x, w["weight_ih"], _sum_biases(b_ih, b_hh))
+                    out, h, c = FS.lstm_layer(xg, w["weight_hh"], h0, states[1][idx], reverse, w["weight_hr"])
                     c_n.append(c)
                 elif self.mode == "GRU":
-                    out, h = FS.gru_layer(_project(x, w_ih, b_ih), w_hh, b_hh, h0, reverse)
+                    out, h = FS.gru_layer(
+                        _project(x, w["weight_ih"], b_ih), w["weight_hh"], b_hh, h0, reverse
+                    )
                 else:
                     step = FS.rnn_tanh_layer if self.mode == "RNN_TANH" else FS.rnn_relu_layer
-                    out, h = step(_project(x, w_ih, _sum_biases(b_ih, b_hh)), w_hh, h0, reverse)
+                    out, h = step(
+                        _project(x, w["weight_ih"], _sum_biases(b_ih, b_hh)), w["weight_hh"], h0, reverse
+                    )
                 outs.append(out)
                 h_n.append(h)
             x = outs[0] if D == 1 else cat(outs, 2)
@@ -196,16 +232,18 @@ class RNNBase(Module):
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
-        if not self.bias:
-            s += ", bias=False"
-        if self.batch_first:
-            s += ", batch_first=True"
-        if self.dropout:
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
             s += f", dropout={self.dropout}"
-        if self.bidirectional:
-            s += ", bidirectional=True"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
         return s
 
 
@@ -241,10 +279,6 @@ class RNN(RNNBase):
             device=device,
             dtype=dtype,
         )
-
-    def extra_repr(self) -> str:
-        s = super().extra_repr()
-        return s + ", nonlinearity='relu'" if self.nonlinearity == "relu" else s
 
 
 class LSTM(RNNBase):
@@ -318,20 +352,16 @@ class RNNCellBase(Module):
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.bias = bias
-        self.weight_ih = Parameter(empty(num_chunks * hidden_size, input_size, device=device, dtype=dtype))
-        self.weight_hh = Parameter(empty(num_chunks * hidden_size, hidden_size, device=device, dtype=dtype))
-        if bias:
-            self.bias_ih = Parameter(empty(num_chunks * hidden_size, device=device, dtype=dtype))
-            self.bias_hh = Parameter(empty(num_chunks * hidden_size, device=device, dtype=dtype))
-        else:
+        gate_size = num_chunks * hidden_size
+        _register_weights(
+            self, "", gate_size, input_size, hidden_size, bias, {"device": device, "dtype": dtype}
+        )
+        if not bias:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for w in self.parameters():
-            init.uniform_(w, -bound, bound)
+    reset_parameters = _uniform_reset
 
     def _prepare(self, input: Tensor, hx, n_states: int):
         """(1, B, I) input and (B, H) states, plus whether the input had a batch dimension."""
@@ -353,22 +383,30 @@ class RNNCellBase(Module):
         else:
             states = list(hx) if n_states == 2 else [hx]
             want = 2 if batched else 1
-            for k, s in enumerate(states):
-                if s.dim() != want:
-                    raise RuntimeError(f"{name}: Expected hidden to be {want}D, got {s.dim()}D instead")
+            for k, st in enumerate(states):
+                if st.dim() not in (1, 2):
+                    raise ValueError(f"{name}: Expected hidden to be 1D or 2D, got {st.dim()}D instead")
+                if st.dim() != want:
+                    raise RuntimeError(f"{name}: Expected hidden to be {want}D, got {st.dim()}D instead")
                 if not batched:
-                    s = states[k] = s.unsqueeze(0)
-                if tuple(s.shape) != (B, self.hidden_size):
+                    st = states[k] = st.unsqueeze(0)
+                if st.shape[1] != self.hidden_size:
                     raise RuntimeError(
-                        f"hidden{k} has inconsistent hidden_size: got {list(s.shape)}, "
-                        f"expected {[B, self.hidden_size]}"
+                        f"hidden{k} has inconsistent hidden_size: got {st.shape[1]}, "
+                        f"expected {self.hidden_size}"
+                    )
+                if st.shape[0] != B:
+                    raise RuntimeError(
+                        f"Input batch size {B} doesn't match hidden{k} batch size {st.shape[0]}"
                     )
         return input.unsqueeze(0), batched, states
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
-        if not self.bias:
-            s += ", bias=False"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
         return s
 
 

@@ -2,15 +2,41 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad
 from ...ops.creation import empty
-from ...tensor import Tensor
+from ...tensor import Tensor, _wrap_array
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["Embedding"]
+__all__ = ["Embedding", "scale_grad_by_freq"]
+
+
+class _ScaleGradByFreq(Function):
+    """Identity forward; backward divides each looked-up row's gradient by how often its index occurs."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, rows, idx):
+        flat = idx._arr.reshape(-1)
+        _, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True)
+        ctx.scale = (1.0 / counts[inverse]).astype(rows._arr.dtype).reshape(idx._shape + (1,))
+        return rows._arr.copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * _wrap_array(ctx.scale), None
+
+
+def scale_grad_by_freq(rows: Tensor, indices: Tensor) -> Tensor:
+    """`rows` (an embedding lookup by `indices`) unchanged, its gradient scaled by the inverse frequency of
+    each index in the mini-batch: PyTorch's embedding(..., scale_grad_by_freq=True)."""
+    return _ScaleGradByFreq.apply(rows, indices)
 
 
 class Embedding(Module):
@@ -68,15 +94,10 @@ class Embedding(Module):
                 self.weight[self.padding_idx].fill_(0)
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.embedding(
-            input,
-            self.weight,
-            self.padding_idx,
-            self.max_norm,
-            self.norm_type,
-            self.scale_grad_by_freq,
-            self.sparse,
+        rows = F.embedding(
+            input, self.weight, self.padding_idx, self.max_norm, self.norm_type, False, self.sparse
         )
+        return scale_grad_by_freq(rows, input) if self.scale_grad_by_freq else rows
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"

@@ -1,0 +1,209 @@
+"""Differential sweep of engine.nn layers against torch.nn over a grid of constructor options: repr, parameter
+and buffer registration, state_dict layout, forward, input and parameter gradients, running statistics."""
+
+import numpy as np
+import pytest
+import torch
+
+import engine
+import engine.nn as enn
+from tests.nn.sweep_helpers import Same, assert_same_structure, copy_torch_into_engine, run_both
+
+R = np.random.default_rng(0)
+
+
+def f(*shape):
+    return R.standard_normal(shape)
+
+
+def ids(high, *shape):
+    return R.integers(0, high, shape)
+
+
+def bool_mask(*shape, keep_first=True):
+    m = R.random(shape) < 0.4
+    if keep_first:
+        m[..., 0] = False  # every row attends somewhere (a fully masked row is NaN in both)
+    return m
+
+
+# (id, class name, args, kwargs, inputs, forward kwargs, train mode)
+# fmt: off
+CASES = [
+    # recurrent layers
+    ("rnn-tanh", "RNN", (4, 5), {}, [f(3, 2, 4)], {}, True),
+    ("rnn-relu-nobias", "RNN", (4, 5), {"nonlinearity": "relu", "bias": False}, [f(3, 2, 4)], {}, True),
+    ("rnn-2layer-bidir-bf", "RNN", (4, 5), {"num_layers": 2, "bidirectional": True, "batch_first": True},
+      [f(2, 3, 4), f(4, 2, 5)], {}, True),
+    ("rnn-unbatched-h0", "RNN", (4, 5), {"num_layers": 2}, [f(3, 4), f(2, 5)], {}, True),
+    ("lstm", "LSTM", (4, 5), {}, [f(3, 2, 4)], {}, True),
+    ("lstm-h0c0-2layer-bidir", "LSTM", (4, 5), {"num_layers": 2, "bidirectional": True},
+      [f(3, 2, 4), (f(4, 2, 5), f(4, 2, 5))], {}, True),
+    ("lstm-dropout-eval", "LSTM", (4, 5), {"num_layers": 2, "dropout": 0.5}, [f(3, 2, 4)], {}, False),
+    ("lstm-nobias-bf", "LSTM", (4, 5), {"bias": False, "batch_first": True}, [f(2, 3, 4)], {}, True),
+    ("lstm-proj", "LSTM", (4, 6), {"proj_size": 3}, [f(3, 2, 4)], {}, True),
+    ("lstm-proj-2layer-bidir-h0c0", "LSTM", (4, 6),
+      {"proj_size": 3, "num_layers": 2, "bidirectional": True, "batch_first": True},
+      [f(2, 3, 4), (f(4, 2, 3), f(4, 2, 6))], {}, True),
+    ("lstm-proj-unbatched", "LSTM", (4, 6), {"proj_size": 2}, [f(3, 4), (f(1, 2), f(1, 6))], {}, True),
+    ("gru", "GRU", (4, 5), {}, [f(3, 2, 4)], {}, True),
+    ("gru-h0-2layer-bidir-nobias", "GRU", (4, 5), {"num_layers": 2, "bidirectional": True, "bias": False},
+      [f(3, 2, 4), f(4, 2, 5)], {}, True),
+    ("gru-dropout-eval-bf", "GRU", (4, 5), {"num_layers": 3, "dropout": 0.3, "batch_first": True},
+      [f(2, 3, 4)], {}, False),
+    ("rnncell", "RNNCell", (4, 5), {}, [f(2, 4), f(2, 5)], {}, True),
+    ("rnncell-relu-nobias", "RNNCell", (4, 5), {"nonlinearity": "relu", "bias": False}, [f(4)], {}, True),
+    ("lstmcell", "LSTMCell", (4, 5), {}, [f(2, 4), (f(2, 5), f(2, 5))], {}, True),
+    ("grucell", "GRUCell", (4, 5), {"bias": False}, [f(2, 4)], {}, True),
+    # attention
+    ("mha-self", "MultiheadAttention", (8, 2), {}, [f(5, 3, 8), Same(0), Same(0)], {}, True),
+    ("mha-cross-nomean", "MultiheadAttention", (8, 2), {},
+      [f(5, 3, 8), f(4, 3, 8), f(4, 3, 8)], {"average_attn_weights": False}, True),
+    ("mha-kdim-vdim-bf", "MultiheadAttention", (8, 4), {"kdim": 6, "vdim": 3, "batch_first": True},
+      [f(3, 5, 8), f(3, 4, 6), f(3, 4, 3)], {}, True),
+    ("mha-nobias-noweights", "MultiheadAttention", (8, 2), {"bias": False},
+      [f(5, 3, 8), f(4, 3, 8), f(4, 3, 8)], {"need_weights": False}, True),
+    ("mha-kpm-bool", "MultiheadAttention", (8, 2), {},
+      [f(5, 3, 8), f(4, 3, 8), f(4, 3, 8)], {"key_padding_mask": bool_mask(3, 4)}, True),
+    ("mha-kpm-float", "MultiheadAttention", (8, 2), {},
+      [f(5, 3, 8), f(4, 3, 8), f(4, 3, 8)], {"key_padding_mask": f(3, 4)}, True),
+    ("mha-attnmask-bool", "MultiheadAttention", (8, 2), {"batch_first": True},
+      [f(3, 5, 8), f(3, 4, 8), f(3, 4, 8)], {"attn_mask": bool_mask(5, 4)}, True),
+    ("mha-attnmask-float-3d", "MultiheadAttention", (8, 2), {},
+      [f(5, 3, 8), f(4, 3, 8), f(4, 3, 8)], {"attn_mask": f(6, 5, 4)}, True),
+    ("mha-both-masks", "MultiheadAttention", (8, 2), {},
+      [f(5, 3, 8), f(4, 3, 8), f(4, 3, 8)], {"attn_mask": f(5, 4), "key_padding_mask": bool_mask(3, 4)},
+      True),
+    ("mha-unbatched", "MultiheadAttention", (8, 2), {},
+      [f(5, 8), f(4, 8), f(4, 8)], {"key_padding_mask": bool_mask(4, keep_first=True)}, True),
+    ("mha-dropout-eval", "MultiheadAttention", (8, 2), {"dropout": 0.5},
+      [f(5, 3, 8), Same(0), Same(0)], {}, False),
+    ("tel-post", "TransformerEncoderLayer", (8, 2), {"dim_feedforward": 16, "dropout": 0.0},
+      [f(5, 3, 8)], {}, True),
+    ("tel-pre-gelu-bf", "TransformerEncoderLayer", (8, 2),
+      {"dim_feedforward": 16, "dropout": 0.0, "norm_first": True, "activation": "gelu", "batch_first": True},
+      [f(3, 5, 8)], {}, True),
+    ("tel-eval-masks", "TransformerEncoderLayer", (8, 2), {"dim_feedforward": 16},
+      [f(5, 3, 8)], {"src_mask": f(5, 5), "src_key_padding_mask": bool_mask(3, 5)}, False),
+    ("tel-nobias-eps", "TransformerEncoderLayer", (8, 4),
+      {"dim_feedforward": 12, "dropout": 0.0, "bias": False, "layer_norm_eps": 1e-3},
+      [f(5, 3, 8)], {}, True),
+    # normalisation
+    ("bn1d", "BatchNorm1d", (4,), {}, [f(6, 4)], {}, True),
+    ("bn1d-3d-eval", "BatchNorm1d", (4,), {}, [f(6, 4, 3)], {}, False),
+    ("bn1d-noaffine", "BatchNorm1d", (4,), {"affine": False}, [f(6, 4, 3)], {}, True),
+    ("bn1d-notrack-train", "BatchNorm1d", (4,), {"track_running_stats": False}, [f(6, 4)], {}, True),
+    ("bn1d-notrack-eval", "BatchNorm1d", (4,), {"track_running_stats": False}, [f(6, 4)], {}, False),
+    ("bn2d-momentum-none", "BatchNorm2d", (3,), {"momentum": None, "eps": 1e-3}, [f(4, 3, 2, 2)], {}, True),
+    ("bn2d-momentum", "BatchNorm2d", (3,), {"momentum": 0.3}, [f(4, 3, 2, 5)], {}, True),
+    ("bn2d-eval", "BatchNorm2d", (3,), {"affine": False}, [f(4, 3, 2, 5)], {}, False),
+    ("ln", "LayerNorm", (5,), {}, [f(3, 4, 5)], {}, True),
+    ("ln-2d-shape", "LayerNorm", ((4, 5),), {"eps": 1e-3}, [f(3, 4, 5)], {}, True),
+    ("ln-noaffine", "LayerNorm", (5,), {"elementwise_affine": False}, [f(3, 5)], {}, True),
+    ("ln-nobias", "LayerNorm", ([5],), {"bias": False}, [f(3, 5)], {}, True),
+    ("gn", "GroupNorm", (2, 4), {}, [f(3, 4, 5)], {}, True),
+    ("gn-4d-noaffine", "GroupNorm", (4, 4), {"affine": False, "eps": 1e-3}, [f(2, 4, 3, 3)], {}, True),
+    ("gn-1group", "GroupNorm", (1, 6), {}, [f(2, 6)], {}, True),
+    # embedding
+    ("emb", "Embedding", (10, 3), {}, [ids(10, 4, 5)], {}, True),
+    ("emb-padding", "Embedding", (10, 3), {"padding_idx": 2}, [np.array([[2, 1, 2], [0, 2, 9]])], {}, True),
+    ("emb-padding-neg", "Embedding", (10, 3), {"padding_idx": -1}, [np.array([9, 1, 9, 3])], {}, True),
+    ("emb-maxnorm", "Embedding", (10, 3), {"max_norm": 0.5}, [np.array([[1, 2], [1, 7]])], {}, True),
+    ("emb-maxnorm-p1", "Embedding", (10, 3), {"max_norm": 1.0, "norm_type": 1.0},
+      [np.array([0, 4, 4])], {}, True),
+    ("emb-scale-grad", "Embedding", (10, 3), {"scale_grad_by_freq": True},
+      [np.array([[1, 1, 2], [1, 3, 3]])], {}, True),
+    ("emb-scale-grad-padding", "Embedding", (6, 3), {"scale_grad_by_freq": True, "padding_idx": 0},
+      [np.array([0, 0, 5, 5, 5, 1])], {}, True),
+    # shape and dropout layers (no randomness: eval, or p=0)
+    ("dropout-eval", "Dropout", (0.5,), {}, [f(3, 4)], {}, False),
+    ("dropout-p0", "Dropout", (0.0,), {}, [f(3, 4)], {}, True),
+    ("dropout2d-eval", "Dropout2d", (0.3,), {"inplace": False}, [f(2, 3, 4, 4)], {}, False),
+    ("flatten", "Flatten", (), {}, [f(2, 3, 4)], {}, True),
+    ("flatten-dims", "Flatten", (0, 1), {}, [f(2, 3, 4)], {}, True),
+    ("unflatten", "Unflatten", (1, (2, 3)), {}, [f(4, 6)], {}, True),
+    ("unflatten-list", "Unflatten", (-1, [3, -1]), {}, [f(4, 6)], {}, True),
+    ("identity", "Identity", (3,), {"unused": 1}, [f(2, 3)], {}, True),
+    # layers owned elsewhere, swept for the report
+    ("linear-nobias", "Linear", (4, 3), {"bias": False}, [f(2, 4)], {}, True),
+    ("bilinear", "Bilinear", (3, 4, 2), {}, [f(5, 3), f(5, 4)], {}, True),
+    ("conv1d", "Conv1d", (2, 3, 3), {"padding": "same", "dilation": 2}, [f(2, 2, 9)], {}, True),
+    ("conv2d-groups", "Conv2d", (4, 6, 3), {"stride": 2, "padding": 1, "groups": 2, "bias": False},
+      [f(2, 4, 7, 7)], {}, True),
+    ("convT2d", "ConvTranspose2d", (3, 2, 3), {"stride": 2, "padding": 1, "output_padding": 1},
+      [f(2, 3, 4, 4)], {}, True),
+    ("maxpool1d", "MaxPool1d", (3,), {"stride": 2, "padding": 1}, [f(2, 3, 9)], {}, True),
+    ("maxpool2d-ceil", "MaxPool2d", (2,), {"ceil_mode": True}, [f(2, 3, 5, 5)], {}, True),
+    ("avgpool1d", "AvgPool1d", (3,), {"stride": 1, "padding": 1, "count_include_pad": False},
+      [f(2, 3, 6)], {}, True),
+    ("avgpool2d", "AvgPool2d", (3,), {"stride": 2, "padding": 1}, [f(2, 3, 6, 6)], {}, True),
+    ("adaptiveavg2d", "AdaptiveAvgPool2d", ((2, 3),), {}, [f(2, 3, 5, 7)], {}, True),
+    ("glu", "GLU", (1,), {}, [f(2, 4)], {}, True),
+    ("gelu-tanh", "GELU", (), {"approximate": "tanh"}, [f(3, 4)], {}, True),
+    ("softplus", "Softplus", (), {"beta": 2.0, "threshold": 1.0}, [f(3, 4)], {}, True),
+    ("hardtanh", "Hardtanh", (-0.5, 0.7), {}, [f(3, 4)], {}, True),
+    ("elu", "ELU", (0.7,), {}, [f(3, 4)], {}, True),
+    ("leakyrelu", "LeakyReLU", (0.2,), {}, [f(3, 4)], {}, True),
+    ("softmax", "Softmax", (0,), {}, [f(3, 4)], {}, True),
+    ("logsoftmax", "LogSoftmax", (1,), {}, [f(3, 4)], {}, True),
+]
+# fmt: on
+
+_DTYPE_FREE = {
+    "Dropout",
+    "Dropout2d",
+    "Flatten",
+    "Unflatten",
+    "Identity",
+    "MaxPool1d",
+    "MaxPool2d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AdaptiveAvgPool2d",
+    "GLU",
+    "GELU",
+    "Softplus",
+    "Hardtanh",
+    "ELU",
+    "LeakyReLU",
+    "Softmax",
+    "LogSoftmax",
+}
+
+
+def build(name: str, args: tuple, kwargs: dict):
+    """The same layer in both libraries, in float64, torch's initial weights copied into the engine's."""
+    kw = dict(kwargs) if name in _DTYPE_FREE else dict(kwargs, dtype=torch.float64)
+    torch.manual_seed(0)
+    t = getattr(torch.nn, name)(*args, **kw)
+    if "dtype" in kw:
+        kw["dtype"] = engine.float64
+    e = getattr(enn, name)(*args, **kw)
+    return e, t
+
+
+# differences in files owned elsewhere (reported, not fixed here)
+XFAIL = {
+    "conv1d": "Conv extra_repr quotes padding='same'; torch prints padding=same (engine/nn/modules/conv.py)",
+}
+
+
+def _params(cases):
+    return [
+        pytest.param(
+            c, id=c[0], marks=[pytest.mark.xfail(strict=True, reason=XFAIL[c[0]])] if c[0] in XFAIL else []
+        )
+        for c in cases
+    ]
+
+
+@pytest.mark.parametrize("case", _params(CASES))
+def test_layer_matches_torch(case):
+    _, name, args, kwargs, inputs, fwd_kwargs, train = case
+    e, t = build(name, args, kwargs)
+    assert_same_structure(e, t)
+    copy_torch_into_engine(e, t)
+    run_both(e, t, inputs, train, fwd_kwargs)
+    if train and any(n.startswith("running") for n, _ in t.named_buffers()):
+        # a second batch: the running statistics keep agreeing (momentum / cumulative average)
+        run_both(e, t, [x * 2 + 1 for x in inputs], train, fwd_kwargs, seed=8)
