@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.document import DocumentError, load_document
-    from app.main_window import DEFAULT_EXAMPLE, MainWindow
+    from app.main_window import DEFAULT_EXAMPLE, MainWindow, example_name, is_example
     from widgets.theme import apply_theme
 
     QApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
@@ -39,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     except DocumentError as exc:
         print(f"wiregrad: can't open {path}: {exc}", file=sys.stderr)
         return 2
-    # the shipped example opens as an untitled copy, so Save never overwrites it
-    window = MainWindow(doc, path if args.graph else None)
+    # a shipped example opens as an untitled copy, so Save never overwrites it
+    example = example_name(path) if is_example(path) else None
+    window = MainWindow(doc, None if example else path, example=example)
     if args.select:
         if args.select not in doc.nodes:
             print(f"wiregrad: there is no node {args.select!r} to select", file=sys.stderr)
@@ -53,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         window.resize(1600, 1000)
         window.show()
         app.processEvents()
-        window.editor.fit_to_view()
+        window.show_first_view()
+        if args.select:
+            window.editor.view.ensureVisible(window.editor.node_item(args.select), 40, 40)
         app.processEvents()
         if args.train_steps:
             train_for_screenshot(window, args.train_steps)
@@ -66,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
     window.resize(1440, 900)
     window.show()
-    window.editor.fit_to_view()
+    app.processEvents()  # the view must have its size before the first view is chosen
+    window.show_first_view()
     window.offer_recovery()
     return app.exec()
 
@@ -80,6 +84,7 @@ def train_for_screenshot(window, steps: int, timeout_s: float = 300.0) -> None:
     monitor = window.training
     if monitor.start() is None:
         return
+    window.make_room_for_monitor()
     deadline = time.monotonic() + timeout_s
     while monitor.batches_seen < steps and monitor.is_active() and time.monotonic() < deadline:
         QApplication.processEvents()

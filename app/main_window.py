@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings, QStandardPaths, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QTabBar,
+    QWidget,
+)
 
+from app.datasets import DatasetError
 from app.document import Document, DocumentError, GraphInfo, load_document, save_document
+from app.export import ExportError
 from widgets.inspector import Inspector
 from widgets.node_editor import NodeEditor
 from widgets.palette import Palette
@@ -22,6 +35,27 @@ DEFAULT_EXAMPLE = EXAMPLES / "mlp_digits.json"
 MAX_RECENT = 8
 AUTOSAVE_MS = 30_000
 FILE_FILTER = "Wiregrad graphs (*.json);;All files (*)"
+# Until a run starts the Monitor's plots are empty: it stays short and the canvas gets the height.
+MONITOR_IDLE_H, MONITOR_TRAINING_FRACTION = 210, 0.42
+# File ▸ Export: kind -> (menu text, dialog title, file suffix, dialog filter)
+EXPORTS = {
+    "pytorch": ("&PyTorch script…", "Export a PyTorch training script", ".py", "Python scripts (*.py)"),
+    "onnx": ("&ONNX…", "Export ONNX", ".onnx", "ONNX models (*.onnx)"),
+    "safetensors": ("&Weights (safetensors)…", "Export the weights", ".safetensors",
+                    "safetensors weights (*.safetensors)"),
+}
+
+
+def is_example(path: str | os.PathLike[str]) -> bool:
+    """True for a file of the shipped examples folder."""
+    try:
+        return Path(path).resolve().parent == EXAMPLES.resolve()
+    except OSError:
+        return False
+
+
+def example_name(path: Path) -> str:
+    return path.stem.replace("_", " ")
 
 
 def default_recovery_dir() -> Path:
@@ -29,15 +63,41 @@ def default_recovery_dir() -> Path:
     return Path(base) / "recovery"
 
 
+def write_export(kind: str, doc: Document, path: Path, weights: dict[str, Any] | None, *,
+                 base_dir: Path | None = None, source_name: str | None = None) -> str:
+    """Write one export; `weights` None means a freshly initialised model (the document's seed).
+    Returns which weights went in, for the status bar."""
+    from app.export import export_onnx, export_pytorch, save_weights
+    from app.export.graph import dataset_input_shape
+    from app.export.onnx_export import initial_state
+
+    which = "the trained weights of the last run" if weights is not None else "freshly initialised weights"
+    if kind == "onnx":
+        export_onnx(doc, path, weights=weights, base_dir=base_dir)
+        return which
+    if weights is None:
+        weights = initial_state(doc, dataset_input_shape(doc, base_dir))
+    if kind == "safetensors":
+        save_weights(weights, path)
+        return which
+    with tempfile.TemporaryDirectory() as tmp:  # export_pytorch copies them next to the script
+        export_pytorch(doc, path, weights=save_weights(weights, Path(tmp) / "weights.safetensors"),
+                       base_dir=base_dir, source_name=source_name)
+    return f"{which} (in {path.with_suffix('.safetensors').name})"
+
+
 class MainWindow(QMainWindow):
     """Wiregrad's window. Training panels are added with `add_panel` and `training_menu` (see below)."""
 
     def __init__(self, doc: Document | None = None, path: str | os.PathLike[str] | None = None, *,
-                 settings: QSettings | None = None, recovery_dir: str | os.PathLike[str] | None = None) -> None:
+                 settings: QSettings | None = None, recovery_dir: str | os.PathLike[str] | None = None,
+                 example: str | None = None) -> None:
+        """`example`: the name of the shipped example `doc` is an untitled copy of, if it is one."""
         super().__init__()
         self.settings = settings if settings is not None else QSettings("Wiregrad", "Wiregrad")
         self.recovery_dir = Path(recovery_dir) if recovery_dir is not None else default_recovery_dir()
         self.path: Path | None = Path(path) if path is not None else None
+        self.example = example if path is None else None
         self._recovered = False  # a restored document counts as modified until saved
 
         self.editor = NodeEditor(doc if doc is not None else Document(), self)
@@ -68,6 +128,34 @@ class MainWindow(QMainWindow):
         from widgets.training_monitor import TrainingMonitor
 
         self.training = TrainingMonitor(self)  # training panel, plots, doctor, graph view, runs
+        self.resizeDocks([self.training.monitor_dock], [MONITOR_IDLE_H], Qt.Vertical)
+        self.training.runs_dock.raise_()  # empty plots squeezed short look broken; the runs list doesn't
+        self.training.panel.start_requested.connect(self.make_room_for_monitor)
+        self.training.actions["start"].triggered.connect(self.make_room_for_monitor)
+
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        QTimer.singleShot(0, self._hide_stale_tab_bars)
+
+    def _hide_stale_tab_bars(self) -> None:
+        # Tabifying docks one by one (Monitor + graph, then + Runs) leaves Qt's tab bar of the
+        # earlier group visible on top of the dock it used to serve, where a sliver of it peeks
+        # out under the dock's title. A live dock tab bar sits beside its docks, never on one.
+        docks = [d.geometry() for d in self.findChildren(QDockWidget) if d.isVisible() and not d.isFloating()]
+        for bar in self.findChildren(QTabBar, options=Qt.FindDirectChildrenOnly):
+            if bar.isVisible() and any(d.contains(bar.geometry()) for d in docks):
+                bar.hide()
+
+    def make_room_for_monitor(self) -> None:
+        """Once a run starts, the Monitor's plots get a good share of the height (if still short)."""
+        dock = self.training.monitor_dock
+        want = round(self.height() * MONITOR_TRAINING_FRACTION)
+        if not self.training.is_active():
+            return
+        dock.raise_()
+        if not dock.isFloating() and dock.height() < want:
+            self.resizeDocks([dock], [want], Qt.Vertical)
+            QTimer.singleShot(0, self._hide_stale_tab_bars)
 
     # --- extension points for the training issue --------------------------------------------------
     def add_panel(self, widget: QWidget, title: str, area: Qt.DockWidgetArea = Qt.BottomDockWidgetArea,
@@ -113,12 +201,18 @@ class MainWindow(QMainWindow):
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.examples_menu = file_menu.addMenu("&Examples")
         for path in sorted(EXAMPLES.glob("*.json")):
-            a = self.examples_menu.addAction(path.stem.replace("_", " "))
+            a = self.examples_menu.addAction(example_name(path))
             a.setToolTip(str(path))
             a.triggered.connect(lambda _c=False, p=path: self.open_example(p))
         file_menu.addSeparator()
         file_menu.addAction(self.file_actions["save"])
         file_menu.addAction(self.file_actions["save_as"])
+        self.export_menu = file_menu.addMenu("E&xport")
+        self.export_actions: dict[str, QAction] = {}
+        for kind, (text, *_rest) in EXPORTS.items():
+            a = self.export_menu.addAction(text)
+            a.triggered.connect(lambda _c=False, k=kind: self.export_to(k))
+            self.export_actions[kind] = a
         file_menu.addSeparator()
         file_menu.addAction(self.file_actions["quit"])
         self._refresh_recent_menu()
@@ -174,7 +268,10 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(text, 6000)
 
     def _update_title(self) -> None:
-        name = self.path.name if self.path is not None else "Untitled"
+        if self.path is not None:
+            name = self.path.name
+        else:
+            name = f"{self.example} (example)" if self.example else "Untitled"
         self.setWindowTitle(f"{name}[*] — Wiregrad")
         self.setWindowModified(self.is_modified())
 
@@ -214,12 +311,24 @@ class MainWindow(QMainWindow):
             return self.save()
         return answer == "discard"
 
-    def _set_document(self, doc: Document, path: Path | None) -> None:
+    def _set_document(self, doc: Document, path: Path | None, example: str | None = None) -> None:
         self.path = path
+        self.example = example
         self._recovered = False
         self.editor.set_document(doc)
-        self.editor.fit_to_view()
         self._update_title()
+        self.show_first_view()
+
+    def show_first_view(self) -> None:
+        """The view of a document just opened: readable, never a row of specks. A shipped example
+        that doesn't fit is laid out to fit; a user's graph keeps its layout and is shown from
+        its start, with a hint how to see the rest."""
+        ed = self.editor
+        if self.example is not None:
+            ed.arrange_to_fit()
+        elif not ed.show_readable():
+            ed.show_message("The graph is larger than the window: pan with the middle button or "
+                            "Space+drag, F shows all of it, Ctrl+L lays it out to fit")
 
     def new_document(self) -> None:
         if self.maybe_save():
@@ -234,7 +343,10 @@ class MainWindow(QMainWindow):
             self.open_file(path, ask=False)
 
     def open_file(self, path: str | os.PathLike[str], *, ask: bool = True) -> bool:
-        """Load a document; on failure show why and keep the current document untouched."""
+        """Load a document; on failure show why and keep the current document untouched. A shipped
+        example opens as an untitled copy, like from File ▸ Examples."""
+        if is_example(path):
+            return self.open_example(Path(path), ask=ask)
         if ask and not self.maybe_save():
             return False
         try:
@@ -246,16 +358,16 @@ class MainWindow(QMainWindow):
         self._add_recent(Path(path))
         return True
 
-    def open_example(self, path: Path) -> bool:
+    def open_example(self, path: Path, *, ask: bool = True) -> bool:
         """Examples open as untitled copies, so Save never overwrites the shipped file."""
-        if not self.maybe_save():
+        if ask and not self.maybe_save():
             return False
         try:
             doc = load_document(path)
         except DocumentError as exc:
             self.show_error("Can't open the example", f"{path.name}:\n{exc}")
             return False
-        self._set_document(doc, None)
+        self._set_document(doc, None, example_name(path))
         return True
 
     def save(self) -> bool:
@@ -265,7 +377,8 @@ class MainWindow(QMainWindow):
 
     def save_as(self, path: str | os.PathLike[str] | None = None) -> bool:
         if path is None:
-            start = str(self.path) if self.path else str(Path.home() / "untitled.json")
+            stem = (self.example or "untitled").replace(" ", "_")
+            start = str(self.path) if self.path else str(Path.home() / f"{stem}.json")
             path, _ = QFileDialog.getSaveFileName(self, "Save graph", start, FILE_FILTER)
             if not path:
                 return False
@@ -275,6 +388,7 @@ class MainWindow(QMainWindow):
         if not self._write(path):
             return False
         self.path = path
+        self.example = None
         self._add_recent(path)
         self._update_title()
         return True
@@ -316,6 +430,53 @@ class MainWindow(QMainWindow):
             a.setToolTip(p)
             a.triggered.connect(lambda _c=False, p=p: self.open_file(p))
         self.recent_menu.setEnabled(bool(recent))
+
+    # --- export ------------------------------------------------------------------------------------------
+    def export_to(self, kind: str, path: str | os.PathLike[str] | None = None) -> bool:
+        """File ▸ Export: a PyTorch training script, ONNX, or the weights as .safetensors. The
+        weights are the current run's (paused, stopped or finished) when it trained this graph,
+        else a freshly initialised model's. A failure (a node ONNX can't express...) is shown
+        naming the node."""
+        _text, title, suffix, file_filter = EXPORTS[kind]
+        if path is None:
+            stem = self.path.stem if self.path else (self.example or "model").replace(" ", "_")
+            folder = self.path.parent if self.path else Path.home()
+            name = {"pytorch": f"train_{stem}"}.get(kind, stem)
+            path, _ = QFileDialog.getSaveFileName(self, title, str(folder / f"{name}{suffix}"), file_filter)
+            if not path:
+                return False
+        path = Path(path)
+        if path.suffix == "":
+            path = path.with_suffix(suffix)
+        QApplication.setOverrideCursor(Qt.WaitCursor)
+        try:
+            which = write_export(kind, self.doc, path, self.run_weights(),
+                                 base_dir=self.path.parent if self.path else None,
+                                 source_name=self.path.stem if self.path else None)
+        except (ExportError, DocumentError, DatasetError, OSError, ValueError) as exc:
+            QApplication.restoreOverrideCursor()
+            self.show_error("Can't export", f"{path.name}:\n{exc}")
+            return False
+        QApplication.restoreOverrideCursor()
+        self.statusBar().showMessage(f"Exported {path} with {which}", 8000)
+        return True
+
+    def run_weights(self) -> dict[str, Any] | None:
+        """The weights of the last run, as arrays, if it trained this very graph; else None. While
+        a run is training, ExportError: its weights change under the reader's feet."""
+        from app.export.weights import state_dict_arrays
+        from widgets.training_monitor import model_signature
+
+        monitor = self.training
+        session = monitor.session
+        if session is None or session.trainer is None:
+            return None
+        if monitor.state in ("building", "running"):
+            raise ExportError("a run is training: pause or stop it first, so the export takes one "
+                              "consistent set of weights")
+        if model_signature(session.doc) != model_signature(self.doc):
+            return None  # the graph changed since: those weights belong to another model
+        return state_dict_arrays(session.trainer.model.state_dict())
 
     # --- autosave and recovery ---------------------------------------------------------------------------
     @property

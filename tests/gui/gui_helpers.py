@@ -39,3 +39,14 @@ def empty_point(ed) -> QPoint:
     """A viewport point below the graph, on empty canvas."""
     rect = ed.scene.nodes_rect()
     return ed.view.mapFromScene(rect.center().x(), rect.bottom() + 120)
+
+
+def show_active(qtbot, widget, width: int = 1400, height: int = 700) -> None:
+    """Show a top-level widget and wait until it is the active window (activation is asynchronous;
+    shortcuts of a WidgetWithChildrenShortcut action only fire in the active window)."""
+    qtbot.addWidget(widget)
+    widget.resize(width, height)
+    widget.show()
+    qtbot.waitExposed(widget)
+    widget.activateWindow()
+    qtbot.waitUntil(widget.isActiveWindow, timeout=3000)

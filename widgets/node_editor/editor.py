@@ -3,6 +3,7 @@ undo stack, and turns every user action into one named undoable command on the D
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -15,14 +16,15 @@ from app.document import Document, DocumentError, GraphInfo, get_spec
 
 from . import commands as cmd
 from .items import DOC_SCALE, FIRST_PORT_Y, GRID, HEADER_H, NODE_W, NodeItem, to_doc
-from .layout import layered_layout
+from .layout import layer_columns, layered_layout
 from .minimap import Minimap
 from .quick_add import QuickAddPopup, types_accepting, types_producing
 from .scene import GraphScene
-from .view import GraphView
+from .view import READABLE_ZOOM, GraphView
 
 CLIPBOARD_MIME = "application/x-wiregrad-graph"
 PASTE_STEP = 40.0
+FIT_MARGIN = 60.0  # scene units around the graph when fitting it to the view
 
 
 class NodeEditor(QWidget):
@@ -222,17 +224,60 @@ class NodeEditor(QWidget):
         return command.new_ids
 
     # --- view ------------------------------------------------------------------------------------------------
-    def fit_to_view(self) -> None:
-        self.view.fit_rect(self.scene.nodes_rect())
+    def fit_to_view(self) -> bool:
+        """Show the whole graph, however small that makes it (F)."""
+        return self.view.fit_rect(self.scene.nodes_rect(), FIT_MARGIN)
+
+    def show_readable(self) -> bool:
+        """Fit the graph, but never below a readable zoom: a graph that doesn't fit is shown from its
+        start (the user pans, or lays it out to fit). Returns True when all of it is in view."""
+        return self.view.fit_rect(self.scene.nodes_rect(), FIT_MARGIN, READABLE_ZOOM)
+
+    def fitting_layout(self) -> dict[str, tuple[float, float]]:
+        """A layered layout (document units) that the view shows at the largest zoom: one band of
+        layers when that is readable, else wrapped into as few bands as do nearly as well."""
+        heights = {nid: item.height / DOC_SCALE for nid, item in self.scene.nodes.items()}
+        view = self.view.viewport().rect()
+        n_columns = len(layer_columns(self._doc))
+
+        def zoom_of(positions: dict[str, tuple[float, float]]) -> float:
+            xs = [x for x, _ in positions.values()]
+            ys = [(y, y + heights.get(n, 0.0)) for n, (_, y) in positions.items()]
+            width = (max(xs) - min(xs)) * DOC_SCALE + NODE_W + 2 * FIT_MARGIN
+            height = (max(b for _, b in ys) - min(a for a, _ in ys)) * DOC_SCALE + 2 * FIT_MARGIN
+            return min(view.width() / width, view.height() / height, 1.0)
+
+        one_band = layered_layout(self._doc, heights)
+        if not one_band or zoom_of(one_band) >= READABLE_ZOOM:
+            return one_band
+        candidates = [one_band]
+        for bands in range(2, min(n_columns, 12) + 1):
+            candidates.append(layered_layout(self._doc, heights, max_columns=math.ceil(n_columns / bands)))
+        zooms = [zoom_of(c) for c in candidates]
+        best = max(zooms)
+        return next(c for c, z in zip(candidates, zooms) if z >= 0.97 * best)
 
     def auto_layout(self) -> None:
-        heights = {nid: item.height / DOC_SCALE for nid, item in self.scene.nodes.items()}
-        positions = layered_layout(self._doc, heights)
+        """Lay the graph out in layers (wrapped to fit the window when long) as one undo step."""
+        positions = self.fitting_layout()
         moves = {nid: (list(self._doc.nodes[nid].pos), list(pos)) for nid, pos in positions.items()
                  if list(self._doc.nodes[nid].pos) != list(pos)}
         if moves:
             self._push(cmd.MoveNodesCommand(self._doc, moves, "Auto-layout"))
-        self.fit_to_view()
+        self.show_readable()
+
+    def arrange_to_fit(self) -> bool:
+        """Right after opening a shipped example: if it doesn't fit at a readable zoom, lay it out
+        so it does. Not an undoable edit (nothing the user made changes); True if it moved nodes."""
+        if self.show_readable():
+            return False
+        moved = False
+        for node_id, pos in self.fitting_layout().items():
+            if list(self._doc.nodes[node_id].pos) != list(pos):
+                self._doc.move_node(node_id, list(pos))
+                moved = True
+        self.show_readable()
+        return moved
 
     def set_snap_to_grid(self, on: bool) -> None:
         self.scene.snap_to_grid = on

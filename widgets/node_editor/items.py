@@ -399,11 +399,26 @@ def _view_moving(viewport: QWidget) -> bool:
     return bool(getattr(view, "moving", False))
 
 
+RETURN_CLEARANCE = 70.0  # how far below the ports a wire back to the left runs, when they are level
+
+
 def wire_path(p1: QPointF, p2: QPointF) -> QPainterPath:
-    """A horizontal S-curve from an output port to an input port."""
-    dx = max(abs(p2.x() - p1.x()) * 0.5, 40.0)
+    """A horizontal S-curve from an output port to an input port. A wire back to the left (into
+    the next band of a wrapped layout) leaves to the right, turns, runs back along the channel
+    between the two rows, and turns again into the input, instead of looping across the nodes."""
     path = QPainterPath(p1)
-    path.cubicTo(QPointF(p1.x() + dx, p1.y()), QPointF(p2.x() - dx, p2.y()), p2)
+    if p2.x() >= p1.x() - 10.0:
+        dx = max(abs(p2.x() - p1.x()) * 0.5, 40.0)
+        path.cubicTo(QPointF(p1.x() + dx, p1.y()), QPointF(p2.x() - dx, p2.y()), p2)
+        return path
+    if abs(p2.y() - p1.y()) >= 2 * RETURN_CLEARANCE:
+        channel = (p1.y() + p2.y()) / 2
+    else:  # ports about level: pass below both
+        channel = max(p1.y(), p2.y()) + RETURN_CLEARANCE
+    bend = min(max(abs(channel - p1.y()), abs(channel - p2.y())) * 0.6, 60.0)
+    path.cubicTo(QPointF(p1.x() + bend, p1.y()), QPointF(p1.x() + bend, channel), QPointF(p1.x(), channel))
+    path.lineTo(QPointF(p2.x(), channel))
+    path.cubicTo(QPointF(p2.x() - bend, channel), QPointF(p2.x() - bend, p2.y()), p2)
     return path
 
 

@@ -11,6 +11,9 @@ from PySide6.QtWidgets import QFrame, QGraphicsView, QLabel
 
 NODE_MIME = "application/x-wiregrad-node-type"
 MIN_ZOOM, MAX_ZOOM = 0.1, 3.0
+# Below this zoom a node's text is too small to read (its smallest font is ~7.5 px at 0.8); the
+# first view of a document never goes lower: a graph that doesn't fit is shown from its start.
+READABLE_ZOOM = 0.8
 
 
 class Toast(QLabel):
@@ -118,19 +121,30 @@ class GraphView(QGraphicsView):
     def visible_scene_rect(self) -> Any:
         return self.mapToScene(self.viewport().rect()).boundingRect()
 
-    def fit_rect(self, rect: Any, margin: float = 60.0) -> None:
+    def fit_rect(self, rect: Any, margin: float = 60.0, min_zoom: float = MIN_ZOOM) -> bool:
+        """Zoom and centre so `rect` fills the view (at most 125%). When that would take a zoom
+        below `min_zoom`, use `min_zoom` and show the rect's left end (where a graph starts),
+        vertically centred if it fits. Returns True when all of `rect` is in view."""
         if rect.isNull():
             self.resetTransform()
             self.center_on(QPointF(0, 0))
-            return
+            self.zoom_changed.emit(self.zoom)
+            return True
         rect = rect.adjusted(-margin, -margin, margin, margin)
         view = self.viewport().rect()
-        zoom = min(view.width() / rect.width(), view.height() / rect.height(), 1.25)
-        zoom = max(MIN_ZOOM, zoom)
+        fit = min(view.width() / rect.width(), view.height() / rect.height(), 1.25)
+        zoom = max(MIN_ZOOM, min_zoom, fit)
         self.resetTransform()
         self.scale(zoom, zoom)
-        self.center_on(rect.center())
+        centre = rect.center()
+        half_w, half_h = view.width() / zoom / 2, view.height() / zoom / 2
+        if rect.width() / 2 > half_w:
+            centre.setX(rect.left() + half_w)
+        if rect.height() / 2 > half_h:
+            centre.setY(rect.top() + half_h)
+        self.center_on(centre)
         self.zoom_changed.emit(self.zoom)
+        return zoom <= fit + 1e-9
 
     def wheelEvent(self, event: QWheelEvent) -> None:
         steps = event.angleDelta().y() / 120.0
