@@ -8,6 +8,7 @@ import math
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from types import FunctionType
 from typing import Any
 
 from .optimizer import Optimizer
@@ -88,8 +89,21 @@ class LRScheduler:
         self._last_lr = _lrs(self.optimizer)
 
 
-class LambdaLR(LRScheduler):
-    """lr = base_lr * lr_lambda(epoch). Lambdas themselves are not saved (as in PyTorch)."""
+def _lambda_list(optimizer: Optimizer, lr_lambda) -> list:
+    if isinstance(lr_lambda, (list, tuple)):
+        if len(lr_lambda) != len(optimizer.param_groups):
+            raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}")
+        lambdas = list(lr_lambda)
+    else:
+        lambdas = [lr_lambda] * len(optimizer.param_groups)
+    for fn in lambdas:
+        if not callable(fn):
+            raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
+    return lambdas
+
+
+class _LambdaScheduler(LRScheduler):
+    """LambdaLR and MultiplicativeLR: plain functions are not saved; callable objects save their __dict__."""
 
     def __init__(
         self,
@@ -97,24 +111,37 @@ class LambdaLR(LRScheduler):
         lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
         last_epoch: int = -1,
     ):
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != len(optimizer.param_groups):
-                raise ValueError(
-                    f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}"
-                )
-            self.lr_lambdas = list(lr_lambda)
-        else:
-            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
+        self.lr_lambdas = _lambda_list(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def state_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        d["lr_lambdas"] = [
+            None if isinstance(fn, FunctionType) else dict(fn.__dict__) for fn in self.lr_lambdas
+        ]
+        return d
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.__dict__.update({k: v for k, v in state_dict.items() if k != "lr_lambdas"})
+        for fn, saved in zip(self.lr_lambdas, state_dict.get("lr_lambdas") or []):
+            if saved is not None:
+                fn.__dict__.update(saved)
+
+
+class LambdaLR(_LambdaScheduler):
+    """lr = base_lr * lr_lambda(epoch). Plain functions are not saved (as in PyTorch)."""
 
     def get_lr(self) -> list[float]:
         return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class MultiplicativeLR(_LambdaScheduler):
+    """lr *= lr_lambda(epoch) at every step after the first."""
+
+    def get_lr(self) -> list[float]:
+        if self._is_initial:
+            return _lrs(self.optimizer)
+        return [lr * fn(self.last_epoch) for fn, lr in zip(self.lr_lambdas, _lrs(self.optimizer))]
 
 
 class StepLR(LRScheduler):
@@ -177,6 +204,50 @@ class ExponentialLR(LRScheduler):
 
     def _get_closed_form_lr(self) -> list[float]:
         return [base * self.gamma**self.last_epoch for base in self.base_lrs]
+
+
+class ConstantLR(LRScheduler):
+    """Scale the lr by `factor` until epoch total_iters, then restore it."""
+
+    def __init__(
+        self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
+    ):
+        if factor > 1.0 or factor < 0:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in _lrs(self.optimizer)]
+        if self.last_epoch != self.total_iters:
+            return _lrs(self.optimizer)
+        return [lr * (1.0 / self.factor) for lr in _lrs(self.optimizer)]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        f = self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor)
+        return [base * f for base in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """Decay the lr by (1 - epoch / total_iters) ** power, reaching 0 at total_iters."""
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return _lrs(self.optimizer)
+        n, e = self.total_iters, self.last_epoch
+        decay = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
+        return [lr * decay for lr in _lrs(self.optimizer)]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        f = (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+        return [base * f for base in self.base_lrs]
 
 
 class LinearLR(LRScheduler):
@@ -300,14 +371,10 @@ class SequentialLR(LRScheduler):
         self._last_lr = s.get_last_lr()
 
     def state_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        d["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return d
+        return _with_nested_schedulers(self)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.__dict__.update({k: v for k, v in state_dict.items() if k != "_schedulers"})
-        for s, sd in zip(self._schedulers, state_dict["_schedulers"]):
-            s.load_state_dict(sd)
+        _load_nested_schedulers(self, state_dict)
 
 
 class OneCycleLR(LRScheduler):
@@ -353,18 +420,18 @@ class OneCycleLR(LRScheduler):
                 f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}"
             )
         n = self.total_steps
-        # Each phase: (end_step, start_lr key, end_lr key, start_momentum key, end_momentum key)
         if three_phase:
-            self._schedule_phases = [
-                [float(pct_start * n) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"],
-                [float(2 * pct_start * n) - 2, "max_lr", "initial_lr", "base_momentum", "max_momentum"],
-                [n - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum"],
+            phases = [
+                (float(pct_start * n) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (float(2 * pct_start * n) - 2, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
+                (n - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum"),
             ]
         else:
-            self._schedule_phases = [
-                [float(pct_start * n) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"],
-                [n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"],
+            phases = [
+                (float(pct_start * n) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"),
             ]
+        self._schedule_phases = [dict(zip(_PHASE_KEYS, phase)) for phase in phases]
         self._anneal_func_type = anneal_strategy
         max_lrs = _per_group("max_lr", optimizer, max_lr)
         if last_epoch == -1:
@@ -374,21 +441,7 @@ class OneCycleLR(LRScheduler):
                 group["min_lr"] = group["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError(
-                    "optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
-                )
-            self.use_beta1 = "betas" in optimizer.defaults
-            maxm = _per_group("max_momentum", optimizer, max_momentum)
-            basem = _per_group("base_momentum", optimizer, base_momentum)
-            if last_epoch == -1:
-                for mm, bm, group in zip(maxm, basem, optimizer.param_groups):
-                    if self.use_beta1:
-                        group["betas"] = (mm, *group["betas"][1:])
-                    else:
-                        group["momentum"] = mm
-                    group["max_momentum"] = mm
-                    group["base_momentum"] = bm
+            self.use_beta1 = _start_momentum_cycle(optimizer, max_momentum, base_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start: float, end: float, pct: float) -> float:
@@ -405,20 +458,245 @@ class OneCycleLR(LRScheduler):
         lrs = []
         for group in self.optimizer.param_groups:
             start = 0.0
-            for i, (end, lr0, lr1, m0, m1) in enumerate(self._schedule_phases):
+            for i, phase in enumerate(self._schedule_phases):
+                end = phase["end_step"]
                 if step <= end or i == len(self._schedule_phases) - 1:
                     pct = (step - start) / (end - start)
-                    lr = self._anneal(group[lr0], group[lr1], pct)
-                    mom = self._anneal(group[m0], group[m1], pct) if self.cycle_momentum else None
+                    lr = self._anneal(group[phase["start_lr"]], group[phase["end_lr"]], pct)
+                    if self.cycle_momentum:
+                        mom = self._anneal(group[phase["start_momentum"]], group[phase["end_momentum"]], pct)
+                        _set_momentum(group, mom, self.use_beta1)
                     break
                 start = end
             lrs.append(lr)
-            if self.cycle_momentum:
-                if self.use_beta1:
-                    group["betas"] = (mom, *group["betas"][1:])
-                else:
-                    group["momentum"] = mom
         return lrs
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        # checkpoints written before the phases were dicts (PyTorch's layout) held them as lists
+        self._schedule_phases = [
+            p if isinstance(p, dict) else dict(zip(_PHASE_KEYS, p)) for p in self._schedule_phases
+        ]
+
+
+_PHASE_KEYS = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
+
+
+def _start_momentum_cycle(optimizer: Optimizer, max_momentum, base_momentum, last_epoch: int) -> bool:
+    """Momentum cycling set-up shared by OneCycleLR and CyclicLR; True when it drives Adam's beta1."""
+    if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+    use_beta1 = "betas" in optimizer.defaults
+    maxm = _per_group("max_momentum", optimizer, max_momentum)
+    basem = _per_group("base_momentum", optimizer, base_momentum)
+    if last_epoch == -1:
+        for mm, bm, group in zip(maxm, basem, optimizer.param_groups):
+            _set_momentum(group, mm, use_beta1)
+            group["max_momentum"] = mm
+            group["base_momentum"] = bm
+    return use_beta1
+
+
+def _set_momentum(group: dict, value: float, use_beta1: bool) -> None:
+    if use_beta1:
+        group["betas"] = (value, *group["betas"][1:])
+    else:
+        group["momentum"] = value
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rate between base_lr and max_lr (triangular, triangular2, exp_range or a custom
+    scale_fn); momentum cycles inversely when cycle_momentum. Step it once per batch."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        base_lr,
+        max_lr,
+        step_size_up: int = 2000,
+        step_size_down: int | None = None,
+        mode: str = "triangular",
+        gamma: float = 1.0,
+        scale_fn: Callable[[float], float] | None = None,
+        scale_mode: str = "cycle",
+        cycle_momentum: bool = True,
+        base_momentum=0.8,
+        max_momentum=0.9,
+        last_epoch: int = -1,
+    ):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = (
+            scale_mode if scale_fn is not None else ("iterations" if mode == "exp_range" else "cycle")
+        )
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            self.use_beta1 = _start_momentum_cycle(optimizer, max_momentum, base_momentum, last_epoch)
+            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x: float) -> float:
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma**x
+
+    def get_lr(self) -> list[float]:
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale_factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (top - base) * scale_factor * scale for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, lo, hi in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                _set_momentum(group, hi - (hi - lo) * scale_factor * scale, self.use_beta1)
+        return lrs
+
+    def state_dict(self) -> dict[str, Any]:
+        d = super().state_dict()
+        fn = d.pop("_scale_fn_custom")
+        d["_scale_fn_custom"] = None if fn is None or isinstance(fn, FunctionType) else dict(fn.__dict__)
+        return d
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        saved = state_dict.get("_scale_fn_custom")
+        fn = self._scale_fn_custom
+        self.__dict__.update(
+            {k: v for k, v in state_dict.items() if k not in ("_scale_fn_custom", "_scale_fn_ref")}
+        )
+        self._scale_fn_custom = fn
+        if saved is not None and fn is not None:
+            fn.__dict__.update(saved)
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing that restarts at the base lr after T_0 epochs, then every T_0 * T_mult**i epochs."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        T_0: int,  # noqa: N803
+        T_mult: int = 1,  # noqa: N803
+        eta_min: float = 0.0,
+        last_epoch: int = -1,
+    ):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(f"Expected float or int eta_min, but got {eta_min} of type {type(eta_min)}")
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        cos = (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+        return [self.eta_min + (base - self.eta_min) * cos for base in self.base_lrs]
+
+    def step(self, epoch=None) -> None:
+        # PyTorch's override does not count steps (_step_count stays 0); kept so state_dicts agree
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur %= self.T_i
+                self.T_i *= self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult**n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            group["lr"] = lr
+        self._last_lr = _lrs(self.optimizer)
+
+
+class ChainedScheduler(LRScheduler):
+    """Step several schedulers of one optimiser together: their factors multiply (e.g. warm-up x decay)."""
+
+    def __init__(self, schedulers: Sequence[LRScheduler], optimizer: Optimizer | None = None):
+        if len(schedulers) < 1:
+            raise ValueError(
+                "ChainedScheduler expects at least one scheduler to be chained, but got no scheduler."
+            )
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, s in enumerate(schedulers):
+            if not hasattr(s, "optimizer"):
+                raise TypeError(f"ChainedScheduler at index {i} should have `optimizer` as its attribute.")
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError(
+                    "ChainedScheduler does not support `ReduceLROnPlateau` scheduler as it requires "
+                    "additional "
+                    f"kwargs to be specified when calling `step`, but got one at index {i} in the given "
+                    "schedulers sequence."
+                )
+            if s.optimizer is not optimizer:
+                raise ValueError(
+                    f"ChainedScheduler expects all schedulers to belong to the same optimizer, but got "
+                    f"scheduler {type(s).__name__} at index {i} with a different optimizer."
+                )
+        self._schedulers = list(schedulers)
+        self.optimizer = optimizer
+        self._last_lr = _lrs(self._schedulers[-1].optimizer)
+
+    def step(self) -> None:  # type: ignore[override]
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = _lrs(self._schedulers[-1].optimizer)
+
+    def state_dict(self) -> dict[str, Any]:
+        return _with_nested_schedulers(self)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        _load_nested_schedulers(self, state_dict)
+
+
+def _with_nested_schedulers(outer) -> dict[str, Any]:
+    """State of SequentialLR / ChainedScheduler: their own fields plus each inner scheduler's state_dict."""
+    d = {k: v for k, v in outer.__dict__.items() if k not in ("optimizer", "_schedulers")}
+    d["_schedulers"] = [s.state_dict() for s in outer._schedulers]
+    return d
+
+
+def _load_nested_schedulers(outer, state_dict: dict[str, Any]) -> None:
+    outer.__dict__.update({k: v for k, v in state_dict.items() if k != "_schedulers"})
+    for s, sd in zip(outer._schedulers, state_dict["_schedulers"]):
+        s.load_state_dict(sd)
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -516,6 +794,12 @@ class ReduceLROnPlateau(LRScheduler):
 __all__ = [
     "LRScheduler",
     "LambdaLR",
+    "MultiplicativeLR",
+    "ConstantLR",
+    "PolynomialLR",
+    "CyclicLR",
+    "CosineAnnealingWarmRestarts",
+    "ChainedScheduler",
     "StepLR",
     "MultiStepLR",
     "ExponentialLR",
