@@ -277,16 +277,21 @@ class MainWindow(QMainWindow):
 
     def _update_status(self, info: GraphInfo) -> None:
         doc = self.doc
-        errors = [p for p in info.problems if p.severity == "error"]
+        statuses = self.editor.scene.statuses.values()
+        errors = [p for p in statuses if p.severity == "error"]
+        warnings = [p for p in statuses if p.severity == "warning"]
         missing = [w for w, t in (("Input", "Input"), ("Output", "Output"))
                    if not any(n.type == t for n in doc.nodes.values())]
         parts = [f"{len(doc.nodes)} nodes", f"{len(doc.edges)} wires", f"{info.total_params:,} parameters"]
         if errors:
             parts.append(f"⚠ {len(errors)} problem{'s' if len(errors) != 1 else ''}")
-        elif missing and doc.nodes:
-            parts.append("needs " + " and ".join(f"an {m} node" for m in missing))
-        else:
-            parts.append("✓ shapes check out" if doc.nodes else "empty graph")
+        if warnings:
+            parts.append(f"△ {len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
+        if not (errors or warnings):
+            if missing and doc.nodes:
+                parts.append("needs " + " and ".join(f"an {m} node" for m in missing))
+            else:
+                parts.append("✓ shapes check out" if doc.nodes else "empty graph")
         self._status.setText("   ·   ".join(parts))
 
     # --- files ----------------------------------------------------------------------------------------

@@ -336,9 +336,14 @@ class NodeForm(QWidget):
             if info.param_count:
                 parts.append(f"{info.param_count:,} parameters ({format_count(info.param_count)})")
         self.summary.setText("  ·  ".join(parts))
-        problem = info.problem if info is not None else None
+        problem = self.editor.scene.statuses.get(self.node_id)  # an error, or a warning about wiring
         self.problem.setText(f"⚠ {('port ' + problem.port + ': ') if problem.port else ''}{problem.message}"
                              if problem else "")
+        name = "warning" if problem is not None and problem.severity == "warning" else "problem"
+        if self.problem.objectName() != name:
+            self.problem.setObjectName(name)
+            self.problem.style().unpolish(self.problem)  # the style sheet picks the colour by name
+            self.problem.style().polish(self.problem)
         self.problem.setVisible(problem is not None)
 
 

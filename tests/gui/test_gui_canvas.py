@@ -81,7 +81,7 @@ def test_double_clicking_a_palette_item_asks_to_add_it(qtbot, editor):
 def test_dragging_from_an_output_port_to_a_free_input_connects_them_as_one_named_step(qtbot, editor):
     editor.doc.disconnect("relu", "out", "fc2", "in")
     editor.scene.flush()
-    assert editor.scene.nodes["fc2"].problem == "is not connected: it needs an input"
+    assert editor.scene.nodes["fc2"].problem == "is not wired: connect a layer's output to it"
     drag_mouse(qtbot, editor, port_point(editor, "relu", "out", False), port_point(editor, "fc2", "in", True))
     assert ("relu", "out", "fc2", "in") in [(e.src, e.src_port, e.dst, e.dst_port) for e in editor.doc.edges]
     assert editor.undo_stack.undoText() == "Connect relu → fc2"
@@ -249,9 +249,12 @@ def test_a_shape_mismatch_marks_the_node_red_with_a_badge_naming_both_shapes(qtb
     doc.connect("x", "out", "fc", "in")
     doc.connect("x", "out", "add", "in")
     doc.connect("fc", "out", "add", "in")
+    doc.add_node("Output", {"loss": "MSELoss"}, (540, 0), node_id="loss")
+    doc.connect("add", "out", "loss", "in")
     ed = NodeEditor(doc)
     qtbot.addWidget(ed)
     add = ed.scene.nodes["add"]
+    assert add.severity == "error"
     assert add.badge.isVisible() and not ed.scene.nodes["fc"].badge.isVisible()
     assert "expects (N, 64)" in add.badge.toolTip() and "got (N, 32)" in add.badge.toolTip()
     assert add.inputs["in"].fault

@@ -15,10 +15,11 @@ from PySide6.QtGui import (
     QPainterPath,
     QPainterPathStroker,
     QPen,
+    QPolygonF,
 )
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QStyleOptionGraphicsItem, QWidget
 
-from app.document import Edge, NodeInfo, NodeSpec, format_shape
+from app.document import Edge, NodeInfo, NodeSpec, Problem, format_shape
 from app.document.document import Node
 from widgets.theme import current_theme, icon
 
@@ -83,7 +84,7 @@ class PortItem(QGraphicsItem):
         super().__init__(node)
         self.node_item, self.name, self.is_input, self.variadic = node, name, is_input, variadic
         self.connected = False
-        self.fault = False
+        self.fault: str | None = None  # "error" / "warning" when this port is what is wrong
         self.setAcceptHoverEvents(True)
         self.setCursor(Qt.CrossCursor)
         self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
@@ -105,7 +106,8 @@ class PortItem(QGraphicsItem):
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
         theme = current_theme()
-        color = theme.color("error") if self.fault else self.node_item.category_color
+        fault_color = theme.color("error" if self.fault == "error" else "warning")
+        color = fault_color if self.fault else self.node_item.category_color
         painter.setRenderHint(QPainter.Antialiasing)
         painter.setPen(QPen(color, 2.0 if not self.fault else 2.5))
         painter.setBrush(QBrush(color) if (self.connected or self._hover) else theme.color("node_body"))
@@ -115,7 +117,7 @@ class PortItem(QGraphicsItem):
         else:
             painter.drawEllipse(QPointF(0, 0), r, r)
         if self.fault:
-            painter.setPen(QPen(theme.color("error"), 1.5))
+            painter.setPen(QPen(fault_color, 1.5))
             painter.setBrush(Qt.NoBrush)
             painter.drawEllipse(QPointF(0, 0), r + 3.5, r + 3.5)
 
@@ -129,7 +131,9 @@ class PortItem(QGraphicsItem):
 
 
 class ErrorBadge(QGraphicsItem):
-    """The red badge on a node with a problem; its tooltip is the problem message."""
+    """The badge on a node with a problem; its tooltip is the problem message. An error is a red
+    disc; a warning (a port left unwired, an output going nowhere) an amber triangle, so the two
+    differ in shape as well as colour."""
 
     SIZE = 20.0
 
@@ -145,14 +149,22 @@ class ErrorBadge(QGraphicsItem):
         theme = current_theme()
         painter.setRenderHint(QPainter.Antialiasing)
         painter.setPen(QPen(QColor("#ffffff"), 1.5))
-        painter.setBrush(theme.color("error" if self.severity == "error" else "warning"))
-        painter.drawEllipse(self.boundingRect().adjusted(1, 1, -1, -1))
+        rect = self.boundingRect().adjusted(1, 1, -1, -1)
+        text_rect = self.boundingRect()
+        if self.severity == "error":
+            painter.setBrush(theme.color("error"))
+            painter.drawEllipse(rect)
+        else:
+            painter.setBrush(theme.color("warning"))
+            painter.drawPolygon(QPolygonF([QPointF(0, rect.top() - 1), QPointF(rect.right() + 1, rect.bottom()),
+                                           QPointF(rect.left() - 1, rect.bottom())]))
+            text_rect = text_rect.adjusted(0, 3, 0, 0)
         font = QFont()
         font.setBold(True)
         font.setPointSizeF(9)
         painter.setFont(font)
         painter.setPen(QColor("#ffffff"))
-        painter.drawText(self.boundingRect(), Qt.AlignCenter, "!")
+        painter.drawText(text_rect, Qt.AlignCenter, "!")
 
 
 class NodeItem(QGraphicsObject):
@@ -189,6 +201,7 @@ class NodeItem(QGraphicsObject):
         self._shape_text = ""
         self._count_text = ""
         self._problem: str | None = None
+        self._severity: str | None = None  # "error" or "warning" while there is a problem
         self._blocked = False
         self._height = HEADER_H + 2 * LINE_H + 14
         self._relayout()
@@ -196,8 +209,9 @@ class NodeItem(QGraphicsObject):
         self.signature: tuple | None = None
 
     # --- state from the document ------------------------------------------------------------
-    def set_state(self, node: Node, info: NodeInfo | None) -> None:
-        """Take the node's label, key params, shapes and problem; repaints only if something changed."""
+    def set_state(self, node: Node, info: NodeInfo | None, status: Problem | None = None) -> None:
+        """Take the node's label, key params, shapes and problem (`status`: what to show, error or
+        warning; default the inference's problem); repaints only if something changed."""
         spec = self.spec
         lines: list[tuple[str, str]] = []
         params = info.params if info is not None and info.params is not None else dict(node.params)
@@ -206,7 +220,7 @@ class NodeItem(QGraphicsObject):
                 p = spec.param(key)
                 value = params.get(key, p.default if p else None)
                 lines.append((key, param_text(value)))
-        problem = info.problem if info is not None else None
+        problem = status if status is not None else (info.problem if info is not None else None)
         shape = info.shape if info is not None else None
         if spec is not None and not spec.outputs:
             shape_text = "→ scalar loss" if info is not None and info.ok else ""
@@ -215,29 +229,39 @@ class NodeItem(QGraphicsObject):
         count = info.param_count if info is not None else None
         count_text = f"{format_count(count)} params" if count else ""
         fault_port = problem.port if problem is not None else None
-        signature = (node.label, tuple(lines), shape_text, count_text,
-                     problem.message if problem else None, fault_port, info.blocked if info else False)
+        signature = (node.label, tuple(lines), shape_text, count_text, problem.message if problem else None,
+                     fault_port, info.blocked if info else False, problem.severity if problem else None)
         if signature == self.signature:
             return
         self.signature = signature
         self._label = node.label
         self._lines, self._shape_text, self._count_text = lines, shape_text, count_text
         self._problem = problem.message if problem else None
+        self._severity = problem.severity if problem else None
         self._blocked = bool(info and info.blocked)
         for name, port in self.inputs.items():
-            port.fault = problem is not None and fault_port == name
+            port.fault = self._severity if problem is not None and fault_port == name else None
             port.update()
         self.badge.setVisible(problem is not None)
         if problem is not None:
+            self.badge.severity = problem.severity
             where = f"port {fault_port}: " if fault_port else ""
-            self.badge.setToolTip(f"{node.label}: {where}{problem.message}")
+            kind = "Warning — " if problem.severity == "warning" else ""
+            self.badge.setToolTip(f"{kind}{node.label}: {where}{problem.message}")
+            self.badge.update()
         self._relayout()
         self._update_tooltip(info)
         self.update()
 
     @property
     def problem(self) -> str | None:
+        """The message of the node's error or warning, if it has one."""
         return self._problem
+
+    @property
+    def severity(self) -> str | None:
+        """'error', 'warning', or None when the node is fine."""
+        return self._severity
 
     def _update_tooltip(self, info: NodeInfo | None) -> None:
         spec = self.spec
@@ -245,7 +269,8 @@ class NodeItem(QGraphicsObject):
         if spec is not None:
             parts.append(spec.description)
         if self._problem:
-            parts.append(f"<span style='color:{current_theme().error}'>⚠ {self._problem}</span>")
+            color = current_theme().error if self._severity == "error" else current_theme().warning
+            parts.append(f"<span style='color:{color}'>⚠ {self._problem}</span>")
         self.setToolTip("<br>".join(parts))
         if info is None:
             return
@@ -288,7 +313,8 @@ class NodeItem(QGraphicsObject):
         painter.setRenderHint(QPainter.Antialiasing)
         painter.setRenderHint(QPainter.TextAntialiasing)
         rect = QRectF(0, 0, NODE_W, self._height)
-        error = self._problem is not None
+        error = self._severity == "error"
+        warning = self._severity == "warning"
         accent = theme.color("error") if error else self.category_color
         # soft drop shadow
         painter.setPen(Qt.NoPen)
@@ -299,6 +325,8 @@ class NodeItem(QGraphicsObject):
             border = QPen(theme.color("node_selected"), 2.5)
         elif error:
             border = QPen(theme.color("error"), 2.0)
+        elif warning:
+            border = QPen(theme.color("warning"), 1.8, Qt.DashLine)
         else:
             border = QPen(theme.color("node_border"), 1.0)
         painter.setPen(border)
@@ -329,7 +357,7 @@ class NodeItem(QGraphicsObject):
         painter.setFont(small_font)
         painter.setPen(theme.color("muted"))
         if self._label != self._type:
-            painter.drawText(QRectF(0, 0, NODE_W - (22 if error else 10), HEADER_H),
+            painter.drawText(QRectF(0, 0, NODE_W - (22 if self._severity else 10), HEADER_H),
                              Qt.AlignVCenter | Qt.AlignRight, self._type)
 
         # key parameters

@@ -96,7 +96,8 @@ class Minimap(QWidget):
         theme = current_theme()
         for item in self.view.scene().nodes.values():
             r = item.sceneBoundingRect()
-            painter.setBrush(QColor(theme.error) if item.problem else item.category_color)
+            color = {"error": theme.error, "warning": theme.warning}.get(item.severity)
+            painter.setBrush(QColor(color) if color else item.category_color)
             painter.drawRoundedRect(QRectF(r.x() * scale + offset.x(), r.y() * scale + offset.y(),
                                            r.width() * scale, r.height() * scale), 1.5, 1.5)
         painter.end()

@@ -12,7 +12,7 @@ from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QPainter, QPen, QTransform
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent
 
-from app.document import Document, DocumentEvent, Edge, GraphInfo, format_shape, infer_shapes
+from app.document import Document, DocumentEvent, Edge, GraphInfo, Problem, format_shape, infer_shapes
 from app.document.catalogue import find_spec
 from widgets.theme import current_theme
 
@@ -56,6 +56,7 @@ class GraphScene(QGraphicsScene):
         self.nodes: dict[str, NodeItem] = {}
         self.wires: dict[Edge, WireItem] = {}
         self.info: GraphInfo | None = None
+        self.statuses: dict[str, Problem] = {}  # what each node's badge shows (see node_statuses)
         self.snap_to_grid = False
         self._dirty: set[str] = set()
         self._all_dirty = True
@@ -188,8 +189,9 @@ class GraphScene(QGraphicsScene):
         self._dirty.clear()
         info = infer_shapes(self.doc, dataset_input_shape(self.doc))
         self.info = info
+        self.statuses = node_statuses(self.doc, info)
         for node_id, item in self.nodes.items():
-            item.set_state(self.doc.nodes[node_id], info.nodes.get(node_id))
+            item.set_state(self.doc.nodes[node_id], info.nodes.get(node_id), self.statuses.get(node_id))
         for edge, wire in self.wires.items():
             shape = info.edge_shape(edge)
             dst = info.nodes.get(edge.dst)
@@ -310,6 +312,32 @@ class GraphScene(QGraphicsScene):
         if self._drag is not None:
             self.removeItem(self._drag)
             self._drag = None
+
+
+def node_statuses(doc: Document, info: GraphInfo) -> dict[str, Problem]:
+    """The problem each node's badge shows. Wiring that is merely unfinished is a warning (amber):
+    an input port with nothing wired, or an output that goes nowhere, so nothing the node computes
+    reaches a loss. Everything else inference finds wrong stays an error (red)."""
+    wired_in = {(e.dst, e.dst_port) for e in doc.edges}
+    feeds = {e.src for e in doc.edges}
+    statuses: dict[str, Problem] = {}
+    for node_id, node in doc.nodes.items():
+        node_info = info.nodes.get(node_id)
+        problem = node_info.problem if node_info is not None else None
+        spec = find_spec(node.type)
+        dead_end = spec is not None and bool(spec.outputs) and node.type != "Output" and node_id not in feeds
+        if problem is not None and problem.port is not None and (node_id, problem.port) not in wired_in:
+            if dead_end and not any(e.dst == node_id for e in doc.edges):
+                message = "is not connected to anything: wire it in, or delete it"
+            else:
+                message = "is not wired: connect a layer's output to it"
+            statuses[node_id] = Problem(node_id, problem.port, message, "warning")
+        elif problem is not None:
+            statuses[node_id] = problem
+        elif dead_end:
+            statuses[node_id] = Problem(node_id, None, "its output goes nowhere: nothing it computes reaches "
+                                                       "the loss; wire it on, or delete it", "warning")
+    return statuses
 
 
 def _shape_label(shape: Any) -> str:
