@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -14,10 +15,13 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
+    QFileDialog,
     QFormLayout,
     QFrame,
+    QHBoxLayout,
     QLabel,
     QLineEdit,
+    QPushButton,
     QScrollArea,
     QSpinBox,
     QTabWidget,
@@ -30,7 +34,7 @@ from app.document import ParamError, ParamSpec, format_shape, get_spec
 from app.document.catalogue import find_spec
 from app.document.document import TRAINING_FIELDS, _get_path
 from widgets.node_editor.items import format_count
-from widgets.theme import current_theme
+from widgets.theme import current_theme, icon
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
@@ -362,12 +366,22 @@ def _option_param(opt: Any) -> ParamSpec:
                      choices=tuple(opt.choices), nullable=nullable)
 
 
-class TrainingForm(QWidget):
-    """Dataset, loss, optimiser, schedule, batch size, epochs... of the document."""
+FOLDER_DATASETS = {"image_folder"}
+DATASET_FILE_FILTERS = {
+    "csv": "CSV files (*.csv *.tsv *.txt);;All files (*)",
+    "npz": "NumPy archives (*.npz);;All files (*)",
+    "idx": "IDX files (*-ubyte *-ubyte.gz *.idx *.idx.gz *.gz);;All files (*)",
+}
 
-    def __init__(self, editor: Any) -> None:
+
+class TrainingForm(QWidget):
+    """Dataset, loss, optimiser, schedule, batch size, epochs... of the document. `base_dir` says
+    where the document lives (None while untitled): dataset paths are relative to it."""
+
+    def __init__(self, editor: Any, base_dir: Callable[[], Path | None] | None = None) -> None:
         super().__init__()
         self.editor = editor
+        self.base_dir = base_dir or (lambda: None)
         self.fields: dict[str, Field] = {}
         self.dataset_fields: dict[str, Field] = {}
         v = QVBoxLayout(self)
@@ -447,8 +461,53 @@ class TrainingForm(QWidget):
             if opt.name == "val_fraction":  # the training setting of the same name is the one that counts
                 continue
             field = Field(_option_param(opt), lambda value, o=opt.name: self._commit_option(o, value))
-            self.dataset_form.addRow(opt.name.replace("_", " "), field.widget)
+            row: QWidget = field.widget
+            if opt.kind == "path":
+                row = self._with_browse_button(field, name, opt.name)
+            self.dataset_form.addRow(opt.name.replace("_", " "), row)
             self.dataset_fields[opt.name] = field
+
+    def _with_browse_button(self, field: Field, dataset: str, option: str) -> QWidget:
+        """A path field with a Browse… button beside it (a folder chooser for image folders)."""
+        box = QWidget()
+        h = QHBoxLayout(box)
+        h.setContentsMargins(0, 0, 0, 0)
+        h.setSpacing(4)
+        h.addWidget(field.widget, 1)
+        button = QPushButton(icon("open"), "Browse…")
+        button.setObjectName(f"browse_{option}")
+        folder = dataset in FOLDER_DATASETS
+        button.setToolTip(f"Choose the {'folder' if folder else 'file'} on disk")
+        button.clicked.connect(lambda _c=False: self.browse(option))
+        h.addWidget(button)
+        field.browse_button = button
+        return box
+
+    def browse(self, option: str) -> bool:
+        """Pick a dataset file (or image folder) for `option`; True if one was chosen."""
+        dataset = self.editor.doc.training.get("dataset", {})
+        name = dataset.get("name")
+        base = self.base_dir()
+        current = dataset.get(option)
+        start = Path(current).expanduser() if isinstance(current, str) and current.strip() else None
+        if start is not None and not start.is_absolute() and base is not None:
+            start = base / start
+        start_dir = str(start if start is not None else (base or Path.home()))
+        folder = name in FOLDER_DATASETS
+        picked = self.ask_path(f"Choose the {option.replace('_', ' ')} of the {name} dataset", start_dir,
+                               DATASET_FILE_FILTERS.get(name, "All files (*)"), folder)
+        if not picked:
+            return False
+        # absolute: the GUI's training run resolves a relative path against the working directory
+        self._commit_option(option, Path(picked).resolve().as_posix())
+        return True
+
+    def ask_path(self, title: str, start: str, file_filter: str, folder: bool) -> str | None:
+        """The file dialog (tests replace this)."""
+        if folder:
+            return QFileDialog.getExistingDirectory(self, title, start) or None
+        path, _ = QFileDialog.getOpenFileName(self, title, start, file_filter)
+        return path or None
 
     def refresh(self) -> None:
         training = self.editor.doc.training
@@ -478,12 +537,12 @@ class TrainingForm(QWidget):
 class Inspector(QTabWidget):
     """Tabs: the selected node's form, and the training setup."""
 
-    def __init__(self, editor: Any, parent: Any = None) -> None:
+    def __init__(self, editor: Any, parent: Any = None, base_dir: Callable[[], Path | None] | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("inspector")
         self.editor = editor
         self.node_form = NodeForm(editor)
-        self.training_form = TrainingForm(editor)
+        self.training_form = TrainingForm(editor, base_dir)
         self.addTab(_scroll(self.node_form), "Node")
         self.addTab(_scroll(self.training_form), "Training")
         editor.selection_changed.connect(self._selection_changed)
