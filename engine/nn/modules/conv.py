@@ -1,4 +1,5 @@
-"""Convolution layers: Conv1d, Conv2d, ConvTranspose2d (zeros padding mode; PyTorch's init and repr)."""
+"""Convolution layers: Conv1d, Conv2d (padding modes zeros, reflect, replicate, circular), ConvTranspose2d;
+PyTorch's init and repr."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ def _ntuple(v, n):
     return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
 
 
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
 class _ConvNd(Module):
+    """Set-up shared by every convolution layer (PyTorch's _ConvNd); subclasses set `_dims` (spatial dims)."""
+
+    _dims = 2
+
     def __init__(
         self,
         in_channels,
@@ -29,11 +37,11 @@ class _ConvNd(Module):
         groups,
         bias,
         padding_mode,
-        n,
         device=None,
         dtype=None,
     ) -> None:
         super().__init__()
+        n = self._dims
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
         if in_channels % groups:
@@ -45,8 +53,10 @@ class _ConvNd(Module):
                 raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
             if padding == "same" and any(s != 1 for s in _ntuple(stride, n)):
                 raise ValueError("padding='same' is not supported for strided convolutions")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"padding_mode={padding_mode!r} is not supported yet (only 'zeros')")
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(
+                f"padding_mode must be one of {set(PADDING_MODES)}, but got padding_mode='{padding_mode}'"
+            )
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = _ntuple(kernel_size, n)
@@ -57,6 +67,14 @@ class _ConvNd(Module):
         self.output_padding = _ntuple(output_padding, n)
         self.groups = groups
         self.padding_mode = padding_mode
+        # F.pad's argument for the non-zeros modes: last dimension first, (before, after) for each
+        if padding == "same":
+            pads = [F._same_pads(k, d) for k, d in zip(self.kernel_size, self.dilation)]
+        elif padding == "valid":
+            pads = [(0, 0)] * n
+        else:
+            pads = [(p, p) for p in self.padding]
+        self._reversed_padding_repeated_twice = [v for pair in reversed(pads) for v in pair]
         shape = (in_channels, out_channels // groups) if transposed else (out_channels, in_channels // groups)
         self.weight = Parameter(empty(shape + self.kernel_size, device=device, dtype=dtype))
         if bias:
@@ -94,7 +112,11 @@ class _ConvNd(Module):
         return s
 
 
-class Conv1d(_ConvNd):
+class _Conv(_ConvNd):
+    """Conv1d and Conv2d: one constructor; `_conv` is the functional form for the layer's dimensions."""
+
+    _conv = staticmethod(F.conv2d)
+
     def __init__(
         self,
         in_channels: int,
@@ -110,60 +132,26 @@ class Conv1d(_ConvNd):
         dtype=None,
     ) -> None:
         super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            False,
-            0,
-            groups,
-            bias,
-            padding_mode,
-            1,
-            device,
-            dtype,
-        )
+            in_channels, out_channels, kernel_size, stride, padding, dilation, False, 0, groups, bias,
+            padding_mode, device, dtype,
+        )  # fmt: skip
 
     def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        padding = self.padding
+        if self.padding_mode != "zeros":  # pad explicitly, then convolve without implicit zeros
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            padding = 0
+        return self._conv(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
-class Conv2d(_ConvNd):
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        dilation=1,
-        groups: int = 1,
-        bias: bool = True,
-        padding_mode: str = "zeros",
-        device=None,
-        dtype=None,
-    ) -> None:
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            False,
-            0,
-            groups,
-            bias,
-            padding_mode,
-            2,
-            device,
-            dtype,
-        )
+class Conv1d(_Conv):
+    _dims = 1
+    _conv = staticmethod(F.conv1d)
 
-    def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+class Conv2d(_Conv):
+    _dims = 2
+    _conv = staticmethod(F.conv2d)
 
 
 class ConvTranspose2d(_ConvNd):
@@ -184,22 +172,12 @@ class ConvTranspose2d(_ConvNd):
     ) -> None:
         if isinstance(padding, str):
             raise ValueError(f"padding={padding!r} is not supported for ConvTranspose2d")
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {self.__class__.__name__}')
         super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            True,
-            output_padding,
-            groups,
-            bias,
-            padding_mode,
-            2,
-            device,
-            dtype,
-        )
+            in_channels, out_channels, kernel_size, stride, padding, dilation, True, output_padding, groups,
+            bias, padding_mode, device, dtype,
+        )  # fmt: skip
 
     def _output_padding(self, input, output_size):
         if output_size is None:
