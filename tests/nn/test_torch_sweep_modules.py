@@ -1,13 +1,22 @@
 """Differential sweep of engine.nn layers against torch.nn over a grid of constructor options: repr, parameter
 and buffer registration, state_dict layout, forward, input and parameter gradients, running statistics."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
 import engine
 import engine.nn as enn
-from tests.nn.sweep_helpers import Same, assert_same_structure, copy_torch_into_engine, run_both
+from tests.nn.sweep_helpers import (
+    Same,
+    assert_same_structure,
+    copy_torch_into_engine,
+    run_both,
+    to_engine,
+    to_torch,
+)
 
 R = np.random.default_rng(0)
 
@@ -207,3 +216,148 @@ def test_layer_matches_torch(case):
     if train and any(n.startswith("running") for n, _ in t.named_buffers()):
         # a second batch: the running statistics keep agreeing (momentum / cumulative average)
         run_both(e, t, [x * 2 + 1 for x in inputs], train, fwd_kwargs, seed=8)
+
+
+# (id, builds and calls a layer in module M = torch.nn or engine.nn): torch raises; so must the engine
+# fmt: off
+BAD = [
+    ("rnn-nonlin", lambda M: M.RNN(3, 4, nonlinearity="sigmoid")),
+    ("rnn-dropout", lambda M: M.RNN(3, 4, dropout=1.5)),
+    ("rnn-hidden0", lambda M: M.RNN(3, 0)),
+    ("rnn-hidden-float", lambda M: M.RNN(3, 4.0)),
+    ("rnn-layers0", lambda M: M.GRU(3, 4, num_layers=0)),
+    ("rnn-bias-type", lambda M: M.LSTM(3, 4, bias=1)),
+    ("lstm-proj-big", lambda M: M.LSTM(3, 4, proj_size=4)),
+    ("lstm-proj-neg", lambda M: M.LSTM(3, 4, proj_size=-1)),
+    ("gru-proj", lambda M: M.GRU(3, 4, proj_size=2)),
+    ("rnn-input-size", lambda M: M.RNN(3, 4)(_T(_f(5, 2, 2), M))),
+    ("rnn-input-dim", lambda M: M.RNN(3, 4)(_T(_f(5, 2, 3, 1), M))),
+    ("gru-h0-shape", lambda M: M.GRU(3, 4)(_T(_f(5, 2, 3), M), _T(_f(1, 3, 4), M))),
+    ("gru-h0-dim", lambda M: M.GRU(3, 4)(_T(_f(5, 2, 3), M), _T(_f(2, 4), M))),
+    ("lstm-c0-shape", lambda M: M.LSTM(3, 4)(_T(_f(5, 2, 3), M), (_T(_f(1, 2, 4), M), _T(_f(1, 2, 5), M)))),
+    ("lstm-proj-h0-shape", lambda M: M.LSTM(3, 4, proj_size=2)(_T(_f(5, 2, 3), M), (_T(_f(1, 2, 4), M),
+      _T(_f(1, 2, 4), M)))),
+    ("cell-input", lambda M: M.GRUCell(3, 4)(_T(_f(2, 5), M))),
+    ("cell-hidden", lambda M: M.LSTMCell(3, 4)(_T(_f(2, 3), M), (_T(_f(2, 5), M), _T(_f(2, 4), M)))),
+    ("cell-batch", lambda M: M.RNNCell(3, 4)(_T(_f(2, 3), M), _T(_f(3, 4), M))),
+    ("cell-dim", lambda M: M.RNNCell(3, 4)(_T(_f(2, 3, 1), M))),
+    ("mha-divisible", lambda M: M.MultiheadAttention(6, 4)),
+    ("mha-embed0", lambda M: M.MultiheadAttention(0, 1)),
+    ("mha-embed-mismatch", lambda M: M.MultiheadAttention(8, 2)(_T(_f(3, 2, 6), M), _T(_f(3, 2, 6), M),
+      _T(_f(3, 2, 6), M))),
+    ("mha-kpm-shape", lambda M: M.MultiheadAttention(8, 2)(_T(_f(3, 2, 8), M), _T(_f(4, 2, 8), M),
+      _T(_f(4, 2, 8), M), key_padding_mask=_T(np.zeros((2, 3), bool), M))),
+    ("mha-mask2d-shape", lambda M: M.MultiheadAttention(8, 2)(_T(_f(3, 2, 8), M), _T(_f(4, 2, 8), M),
+      _T(_f(4, 2, 8), M), attn_mask=_T(np.zeros((4, 3), bool), M))),
+    ("mha-mask3d-shape", lambda M: M.MultiheadAttention(8, 2)(_T(_f(3, 2, 8), M), _T(_f(4, 2, 8), M),
+      _T(_f(4, 2, 8), M), attn_mask=_T(np.zeros((2, 3, 4), bool), M))),
+    ("mha-mask-int", lambda M: M.MultiheadAttention(8, 2)(_T(_f(3, 2, 8), M), _T(_f(4, 2, 8), M),
+      _T(_f(4, 2, 8), M), attn_mask=_T(np.zeros((3, 4), np.int64), M))),
+    ("mha-kv-mismatch", lambda M: M.MultiheadAttention(8, 2)(_T(_f(3, 2, 8), M), _T(_f(4, 2, 8), M),
+      _T(_f(5, 2, 8), M))),
+    ("mha-causal-nomask", lambda M: M.MultiheadAttention(8, 2)(_T(_f(3, 2, 8), M), _T(_f(3, 2, 8), M),
+      _T(_f(3, 2, 8), M), is_causal=True)),
+    ("tel-activation", lambda M: M.TransformerEncoderLayer(8, 2, activation="tanh")),
+    ("bn-dim", lambda M: M.BatchNorm1d(3)(_T(_f(2, 3, 4, 5), M))),
+    ("bn2d-dim", lambda M: M.BatchNorm2d(3)(_T(_f(2, 3, 4), M))),
+    ("bn-channels", lambda M: M.BatchNorm1d(3)(_T(_f(2, 4), M))),
+    ("bn-one-value", lambda M: M.BatchNorm1d(3)(_T(_f(1, 3), M))),
+    ("ln-shape", lambda M: M.LayerNorm(4)(_T(_f(2, 3), M))),
+    ("gn-divisible", lambda M: M.GroupNorm(3, 4)),
+    ("gn-channels", lambda M: M.GroupNorm(2, 4)(_T(_f(2, 6, 3), M))),
+    ("emb-padding-range", lambda M: M.Embedding(5, 3, padding_idx=5)),
+    ("emb-padding-neg-range", lambda M: M.Embedding(5, 3, padding_idx=-6)),
+    ("emb-float-index", lambda M: M.Embedding(5, 3)(_T(_f(2, 3), M))),
+    ("emb-index-range", lambda M: M.Embedding(5, 3)(_T(np.array([1, 5]), M))),
+    ("emb-pretrained-1d", lambda M: M.Embedding.from_pretrained(_T(_f(5), M))),
+    ("dropout-p", lambda M: M.Dropout(1.5)),
+    ("dropout2d-p", lambda M: M.Dropout2d(-0.1)),
+    ("unflatten-size", lambda M: M.Unflatten(1, (2, 4))(_T(_f(3, 6), M))),
+    ("unflatten-type", lambda M: M.Unflatten(1, 6)),
+    ("unflatten-elem", lambda M: M.Unflatten(1, (2, 3.0))),
+    ("flatten-dims", lambda M: M.Flatten(3)(_T(_f(2, 3), M))),
+    ("seq-index", lambda M: M.Sequential(M.ReLU())[3]),
+    ("modlist-index", lambda M: M.ModuleList([M.ReLU()])[-2]),
+    ("modlist-str-index", lambda M: M.ModuleList([M.ReLU()])["a"]),
+    ("moddict-key", lambda M: M.ModuleDict({"a": M.ReLU()})["b"]),
+    ("paramlist-index", lambda M: M.ParameterList([M.Parameter(_T(_f(2), M))])[1]),
+]
+# fmt: on
+
+
+TYPE_ONLY = {  # same exception type; the message is worded by code owned elsewhere
+    "emb-float-index",  # dtype named "float32" (functional.py) where torch says torch.FloatTensor
+    "unflatten-size",  # Tensor.unflatten reports a reshape error (tensor ops)
+}
+
+
+def _T(a, M):
+    return to_torch(a) if M is torch.nn else to_engine(a)
+
+
+def _f(*shape):
+    return R.standard_normal(shape).astype(np.float32)
+
+
+def _raised(fn, M):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(M)
+    except Exception as ex:  # noqa: BLE001 - the comparison is the point
+        return type(ex).__name__, str(ex).replace("torch.Size", "engine.Size")
+    return None
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
+def test_bad_arguments_and_shapes_raise_like_torch(case):
+    name, fn = case
+    t_err, e_err = _raised(fn, torch.nn), _raised(fn, enn)
+    assert t_err is not None
+    assert e_err is not None, f"engine accepted what torch rejects: {t_err}"
+    if name in TYPE_ONLY:
+        assert e_err[0] == t_err[0], (e_err, t_err)
+    else:
+        assert e_err == t_err
+
+
+# (class name, args, kwargs): big enough that each parameter's spread is measured well
+INIT = [
+    ("Linear", (300, 200), {}),
+    ("Bilinear", (40, 30, 20), {}),
+    ("Conv1d", (16, 32, 5), {}),
+    ("Conv2d", (16, 32, 3), {"groups": 4}),
+    ("ConvTranspose2d", (32, 16, 3), {}),
+    ("RNN", (30, 64), {"num_layers": 2}),
+    ("LSTM", (30, 64), {"proj_size": 20, "bidirectional": True}),
+    ("GRU", (30, 64), {}),
+    ("LSTMCell", (30, 64), {}),
+    ("MultiheadAttention", (64, 4), {}),
+    ("MultiheadAttention", (64, 4), {"kdim": 32, "vdim": 16, "bias": False}),
+    ("TransformerEncoderLayer", (64, 4), {"dim_feedforward": 128}),
+    ("Embedding", (200, 30), {"padding_idx": 3}),
+    ("BatchNorm2d", (50,), {}),
+    ("LayerNorm", (50,), {}),
+    ("GroupNorm", (5, 50), {}),
+]
+
+
+@pytest.mark.parametrize("case", INIT, ids=[f"{c[0]}-{i}" for i, c in enumerate(INIT)])
+def test_default_initialisation_follows_torchs_distributions(case):
+    name, args, kwargs = case
+    engine.manual_seed(0)
+    torch.manual_seed(0)
+    e, t = getattr(enn, name)(*args, **kwargs), getattr(torch.nn, name)(*args, **kwargs)
+    tp = dict(t.named_parameters())
+    for pname, p in e.named_parameters():
+        a, b = p.detach().numpy().astype(np.float64), tp[pname].detach().numpy().astype(np.float64)
+        if b.std() == 0:
+            np.testing.assert_array_equal(a, b, err_msg=pname)
+            continue
+        tol = 5 * b.std() / np.sqrt(a.size)  # five standard errors
+        assert abs(a.std() - b.std()) < tol, f"{pname}: std {a.std()} vs torch {b.std()}"
+        assert abs(a.mean() - b.mean()) < tol, f"{pname}: mean {a.mean()} vs torch {b.mean()}"
+        bound = np.abs(b).max()
+        assert 0.6 * bound <= np.abs(a).max() <= 1.25 * bound, f"{pname}: largest |value| vs torch's"
+    if name == "Embedding":
+        assert not e.weight.detach().numpy()[3].any()  # the padding row starts at zero

@@ -21,14 +21,14 @@ from .normalization import LayerNorm
 __all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
 
 
-def _additive_mask(mask: Tensor | None, dtype: D.dtype) -> Tensor | None:
+def _additive_mask(mask: Tensor | None, dtype: D.dtype, name: str) -> Tensor | None:
     """Bool masks (True = do not attend, MHA's convention) become 0 / -inf masks added to the scores."""
     if mask is None:
         return None
     if mask.dtype is D.bool_:
         return zeros(*mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, float("-inf"))
     if not mask.dtype.is_floating_point:
-        raise AssertionError(f"only bool and floating types of masks are supported, got {mask.dtype.name}")
+        raise AssertionError(f"only bool and floating types of {name} are supported")
     return mask.to(dtype)
 
 
@@ -75,10 +75,7 @@ class MultiheadAttention(Module):
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
-            raise AssertionError(
-                f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and "
-                f"num_heads={num_heads}"
-            )
+            raise AssertionError("embed_dim must be divisible by num_heads")
         kw = {"device": device, "dtype": dtype}
         if not self._qkv_same_embed_dim:
             self.q_proj_weight = Parameter(empty(embed_dim, embed_dim, **kw))
@@ -161,9 +158,7 @@ class MultiheadAttention(Module):
         if E != self.embed_dim:
             raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {E}")
         if key.shape[:2] != value.shape[:2]:
-            raise AssertionError(
-                f"key shape {list(key.shape)} does not match value shape {list(value.shape)}"
-            )
+            raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
         if key.shape[1] != N:
             raise AssertionError(f"query batch size {N} does not match key batch size {key.shape[1]}")
         h, hd = self.num_heads, self.head_dim
@@ -174,24 +169,25 @@ class MultiheadAttention(Module):
         k = k.reshape(S, N * h, hd).transpose(0, 1)
         v = v.reshape(S, N * h, hd).transpose(0, 1)
 
-        mask = _additive_mask(attn_mask, q.dtype)
+        mask = _additive_mask(attn_mask, q.dtype, "attn_mask")
         if mask is not None:
             if mask.dim() == 2:
                 if tuple(mask.shape) != (L, S):
                     raise RuntimeError(
-                        f"The shape of the 2D attn_mask is {tuple(mask.shape)}, but should be {(L, S)}."
+                        f"The shape of the 2D attn_mask is {mask.shape}, but should be {(L, S)}."
                     )
                 mask = mask.unsqueeze(0)
             elif mask.dim() == 3:
                 if tuple(mask.shape) != (N * h, L, S):
                     raise RuntimeError(
-                        f"The shape of the 3D attn_mask is {tuple(mask.shape)}, but should be "
-                        f"{(N * h, L, S)}."
+                        f"The shape of the 3D attn_mask is {mask.shape}, but should be {(N * h, L, S)}."
                     )
             else:
                 raise RuntimeError(f"attn_mask's dimension {mask.dim()} is not supported")
-        kpm = _additive_mask(key_padding_mask, q.dtype)
+        kpm = _additive_mask(key_padding_mask, q.dtype, "key_padding_mask")
         if kpm is not None:
+            if kpm.dim() == 2 and kpm.shape[1] != S:
+                raise AssertionError(f"Expected key_padded_mask.shape[1] to be {S}, but got {kpm.shape[1]}")
             if tuple(kpm.shape) != (N, S):
                 raise AssertionError(
                     f"expecting key_padding_mask shape of {(N, S)}, but got {tuple(kpm.shape)}"

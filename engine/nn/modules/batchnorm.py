@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ... import dtypes as D
 from ...autograd.grad_mode import no_grad
-from ...ops.creation import empty, ones, tensor, zeros
+from ...ops.creation import ones, tensor, zeros
 from .. import functional as F
 from .. import init
-from ..parameter import Parameter
 from .module import Module
+from .normalization import _affine_parameters, _reset_affine
 
 
 class _BatchNorm(Module):
@@ -32,15 +32,7 @@ class _BatchNorm(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(empty(num_features, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(num_features, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (num_features,), affine, bias, {"device": device, "dtype": dtype})
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
@@ -59,16 +51,19 @@ class _BatchNorm(Module):
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input_dim(self, input) -> None:
         raise NotImplementedError
 
     def forward(self, input):
         self._check_input_dim(input)
+        if input.shape[1] != self.num_features:
+            for name in ("running_mean", "weight"):  # PyTorch names the first per-channel tensor it checks
+                if getattr(self, name) is not None:
+                    raise RuntimeError(
+                        f"{name} should contain {input.shape[1]} elements not {self.num_features}"
+                    )
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             with no_grad():

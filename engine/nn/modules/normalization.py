@@ -9,6 +9,28 @@ from ..parameter import Parameter
 from .module import Module
 
 
+def _affine_parameters(module: Module, shape, affine: bool, bias: bool, factory: dict) -> None:
+    """weight (and bias) of `shape` when affine, else both registered as None: PyTorch's names and order.
+    Shared by LayerNorm, GroupNorm and BatchNorm."""
+    if affine:
+        module.weight = Parameter(empty(*shape, **factory))
+        if bias:
+            module.bias = Parameter(empty(*shape, **factory))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+
+
+def _reset_affine(module: Module) -> None:
+    """weight = 1, bias = 0 (each when present)."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class LayerNorm(Module):
     def __init__(
         self,
@@ -25,22 +47,11 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        factory = {"device": device, "dtype": dtype}
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, factory)
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+    reset_parameters = _reset_affine
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -66,29 +77,22 @@ class GroupNorm(Module):
     ) -> None:
         super().__init__()
         if num_channels % num_groups:
-            raise ValueError("num_channels must be divisible by num_groups")
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
         self.num_groups = num_groups
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(empty(num_channels, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(num_channels, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (num_channels,), affine, bias, {"device": device, "dtype": dtype})
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+    reset_parameters = _reset_affine
 
     def forward(self, input):
+        if self.weight is not None and input.dim() >= 2 and input.shape[1] != self.num_channels:
+            raise RuntimeError(
+                "Expected weight to be a vector of size equal to the number of channels in input, but got "
+                f"weight of shape {list(self.weight.shape)} and input of shape {list(input.shape)}"
+            )
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:

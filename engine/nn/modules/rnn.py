@@ -247,98 +247,49 @@ class RNNBase(Module):
         return s
 
 
-class RNN(RNNBase):
-    """Elman RNN: h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh) (or relu). Returns (output, h_n)."""
+def _no_projection(kwargs: dict) -> None:
+    if "proj_size" in kwargs:
+        raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        nonlinearity: str = "tanh",
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        device=None,
-        dtype=None,
-    ) -> None:
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
-        self.nonlinearity = nonlinearity
-        mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
-        super().__init__(
-            mode,
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            device=device,
-            dtype=dtype,
-        )
+
+class RNN(RNNBase):
+    """Elman RNN: h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh) (or relu). Returns (output, h_n).
+
+    RNN(input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True, batch_first=False,
+    dropout=0.0, bidirectional=False, device=None, dtype=None), positional or by keyword, like PyTorch."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        _no_projection(kwargs)
+        if len(args) > 3:
+            self.nonlinearity = args[3]
+            args = args[:3] + args[4:]
+        else:
+            self.nonlinearity = kwargs.pop("nonlinearity", "tanh")
+        if self.nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{self.nonlinearity}'. Select from 'tanh' or 'relu'.")
+        super().__init__("RNN_TANH" if self.nonlinearity == "tanh" else "RNN_RELU", *args, **kwargs)
 
 
 class LSTM(RNNBase):
-    """LSTM with gates i, f, g, o. Returns (output, (h_n, c_n))."""
+    """LSTM with gates i, f, g, o. Returns (output, (h_n, c_n)).
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        proj_size: int = 0,
-        device=None,
-        dtype=None,
-    ) -> None:
-        super().__init__(
-            "LSTM",
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            proj_size,
-            device=device,
-            dtype=dtype,
-        )
+    LSTM(input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+    bidirectional=False, proj_size=0, device=None, dtype=None); proj_size > 0 projects each h_t to
+    proj_size features with weight_hr_l{k}."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__("LSTM", *args, **kwargs)
 
 
 class GRU(RNNBase):
-    """GRU with gates r, z, n; n = tanh(W_in x + b_in + r * (W_hn h + b_hn)). Returns (output, h_n)."""
+    """GRU with gates r, z, n; n = tanh(W_in x + b_in + r * (W_hn h + b_hn)). Returns (output, h_n).
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        device=None,
-        dtype=None,
-    ) -> None:
-        super().__init__(
-            "GRU",
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            device=device,
-            dtype=dtype,
-        )
+    GRU(input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+    bidirectional=False, device=None, dtype=None)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        _no_projection(kwargs)
+        super().__init__("GRU", *args, **kwargs)
 
 
 # ----------------------------------------------------------------------------- cells
