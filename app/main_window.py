@@ -433,8 +433,17 @@ class MainWindow(QMainWindow):
         for p in recent:
             a = self.recent_menu.addAction(Path(p).name)
             a.setToolTip(p)
-            a.triggered.connect(lambda _c=False, p=p: self.open_file(p))
+            a.triggered.connect(lambda _c=False, p=p: self.open_recent(p))
         self.recent_menu.setEnabled(bool(recent))
+
+    def open_recent(self, path: str) -> bool:
+        """Open a recent file; one that is gone from disk leaves the list (after saying so)."""
+        if self.open_file(path):
+            return True
+        if not Path(path).exists():
+            self.settings.setValue("recent_files", json.dumps([p for p in self.recent_files() if p != path]))
+            self._refresh_recent_menu()
+        return False
 
     # --- export ------------------------------------------------------------------------------------------
     def export_to(self, kind: str, path: str | os.PathLike[str] | None = None) -> bool:

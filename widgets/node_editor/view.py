@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QPoint, QPointF, Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent, QMouseEvent, QPainter, QWheelEvent
+from PySide6.QtGui import QCursor, QKeyEvent, QMouseEvent, QPainter, QWheelEvent
 from PySide6.QtWidgets import QFrame, QGraphicsView, QLabel
 
 NODE_MIME = "application/x-wiregrad-node-type"
@@ -205,7 +205,7 @@ class GraphView(QGraphicsView):
 
     def event(self, event: Any) -> bool:
         if event.type() == event.Type.KeyPress and event.key() == Qt.Key_Tab:
-            pos = self.mapFromGlobal(self.cursor().pos())
+            pos = self.viewport().mapFromGlobal(QCursor.pos())  # viewport coordinates, like mapToScene's
             if not self.viewport().rect().contains(pos):
                 pos = self.viewport().rect().center()
             self.quick_add_requested.emit(self.mapToScene(pos))
