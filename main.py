@@ -7,8 +7,10 @@ from pathlib import Path
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="wiregrad", description="Wire neural-network layers and train them.")
-    parser.add_argument("graph", nargs="?", help="a graph document (.json) to open; default: the digits MLP example")
+    parser = argparse.ArgumentParser(prog="wiregrad",
+                                     description="Wire neural-network layers and train them.")
+    parser.add_argument("graph", nargs="?",
+                        help="a graph document (.json) to open; default: the digits MLP example")
     parser.add_argument("--screenshot", metavar="PNG",
                         help="lay out the window at 1600x1000, render it to PNG and exit (works offscreen)")
     parser.add_argument("--theme", choices=("light", "dark"), help="default: follow the system")

@@ -65,7 +65,8 @@ class ScientificSpinBox(QDoubleSpinBox):
         except ValueError:
             ok = all(c in "0123456789.eE+-" for c in stripped)
             return (QValidator.Intermediate if ok else QValidator.Invalid), text, pos
-        state = QValidator.Acceptable if self.minimum() <= value <= self.maximum() else QValidator.Intermediate
+        in_range = self.minimum() <= value <= self.maximum()
+        state = QValidator.Acceptable if in_range else QValidator.Intermediate
         return state, text, pos
 
     def stepBy(self, steps: int) -> None:
@@ -124,7 +125,8 @@ class Field:
             w.valueChanged.connect(lambda v: self._commit(int(v)))
         elif kind == "float" and not spec.nullable:
             w = ScientificSpinBox()
-            w.setRange(spec.min if spec.min is not None else -1e300, spec.max if spec.max is not None else 1e300)
+            w.setRange(spec.min if spec.min is not None else -1e300,
+                       spec.max if spec.max is not None else 1e300)
             w.valueChanged.connect(lambda v: self._commit(float(v)))
         else:
             w = QLineEdit()
@@ -413,7 +415,8 @@ class TrainingForm(QWidget):
                 continue
             field = Field(spec, lambda value, p=path: self._commit(p, value))
             field.widget.setToolTip(spec.help)
-            label = QLabel(path.replace("optimizer.", "").replace("lr_schedule.", "schedule ").replace("_", " "))
+            text = path.replace("optimizer.", "").replace("lr_schedule.", "schedule ")
+            label = QLabel(text.replace("_", " "))
             label.setToolTip(spec.help)
             field.label = label
             tform.addRow(label, field.widget)
@@ -537,7 +540,8 @@ class TrainingForm(QWidget):
 class Inspector(QTabWidget):
     """Tabs: the selected node's form, and the training setup."""
 
-    def __init__(self, editor: Any, parent: Any = None, base_dir: Callable[[], Path | None] | None = None) -> None:
+    def __init__(self, editor: Any, parent: Any = None,
+                 base_dir: Callable[[], Path | None] | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("inspector")
         self.editor = editor

@@ -90,7 +90,8 @@ def apply_theme(app: QApplication, name: str | None = None) -> Theme:
     roles = {
         QPalette.Window: theme.window, QPalette.WindowText: theme.text, QPalette.Base: theme.base,
         QPalette.AlternateBase: theme.window, QPalette.Text: theme.text, QPalette.Button: theme.window,
-        QPalette.ButtonText: theme.text, QPalette.Highlight: theme.accent, QPalette.HighlightedText: "#ffffff",
+        QPalette.ButtonText: theme.text, QPalette.Highlight: theme.accent,
+        QPalette.HighlightedText: "#ffffff",
         QPalette.ToolTipBase: theme.base, QPalette.ToolTipText: theme.text,
         QPalette.PlaceholderText: theme.muted, QPalette.Link: theme.accent,
     }

@@ -78,8 +78,8 @@ def test_the_pytorch_script_compiles_and_trains_under_torch_from_the_fresh_weigh
     assert set(weights) == set(want) and all(np.array_equal(weights[k], want[k]) for k in want)
     assert "freshly initialised" in win.statusBar().currentMessage()
     run = tmp_path / "torch_run"
-    proc = subprocess.run([sys.executable, str(script), "--epochs", "1", "--device", "cpu", "--out", str(run)],
-                          capture_output=True, text=True, timeout=180, cwd=script.parent,
+    cmd = [sys.executable, str(script), "--epochs", "1", "--device", "cpu", "--out", str(run)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=script.parent,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr
     assert "epoch 1/1 loss" in proc.stdout and (run / "model.safetensors").exists()

@@ -100,7 +100,8 @@ def test_ctrl_l_wraps_a_long_graph_to_fit_the_window_readably(qtbot):
     # crossing no node on its way
     for wire in ed.scene.wires.values():
         others = [item for nid, item in ed.scene.nodes.items() if nid not in (wire.edge.src, wire.edge.dst)]
-        assert not any(wire.mapToScene(wire._path).intersects(o.sceneBoundingRect()) for o in others), wire.edge
+        path = wire.mapToScene(wire._path)
+        assert not any(path.intersects(o.sceneBoundingRect()) for o in others), wire.edge
     ed.undo_stack.undo()
     assert {n.pos[1] for n in ed.doc.nodes.values()} == {0}
 

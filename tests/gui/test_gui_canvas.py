@@ -56,10 +56,12 @@ def test_palette_lists_every_addable_type_with_tooltips_and_search_filters(qtbot
     qtbot.addWidget(palette)
     # the Unknown placeholder (for modules an import could not translate) is never offered
     assert set(palette.items) == set(catalogue()) - {"Unknown"}
-    assert "Imported" not in [palette.tree.topLevelItem(i).text(0) for i in range(palette.tree.topLevelItemCount())]
+    tree = palette.tree
+    assert "Imported" not in [tree.topLevelItem(i).text(0) for i in range(tree.topLevelItemCount())]
     assert all(item.toolTip(0) and not item.icon(0).isNull() for item in palette.items.values())
     qtbot.keyClicks(palette.search, "pool")
-    assert set(palette.visible_types()) == {"MaxPool1d", "AvgPool1d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"}
+    assert set(palette.visible_types()) == {"MaxPool1d", "AvgPool1d", "MaxPool2d", "AvgPool2d",
+                                            "AdaptiveAvgPool2d"}
 
 
 def test_double_clicking_a_palette_item_asks_to_add_it(qtbot, editor):

@@ -40,7 +40,8 @@ def test_title_shows_modified_after_an_edit_and_clean_after_undo(window, qtbot):
     (b"{not json", "not valid JSON"),
     (b'{"format": "wiregrad.graph", "version": 1, "nodes": [{"id": "a", "type": "os.system"}]}',
      "unknown node type 'os.system'"),
-    (b'{"format": "wiregrad.graph", "version": 1, "nodes": [], "edges": [{"from": ["a", "out"], "to": ["b", "in"]}]}',
+    (b'{"format": "wiregrad.graph", "version": 1, "nodes": [], '
+     b'"edges": [{"from": ["a", "out"], "to": ["b", "in"]}]}',
      "there is no node a"),
     (b"[" * 100_000, "nested too deeply"),
     (b"\xff\xfe\x00garbage", "not UTF-8"),

@@ -65,7 +65,8 @@ def _restore_all(doc: Document, removed: list[RemovedNode]) -> None:
 
 
 class AddNodeCommand(DocumentCommand):
-    def __init__(self, doc: Document, type_: str, pos: Sequence[float], params: Mapping[str, Any] | None = None,
+    def __init__(self, doc: Document, type_: str, pos: Sequence[float],
+                 params: Mapping[str, Any] | None = None,
                  node_id: str | None = None) -> None:
         super().__init__(doc, f"Add {type_}")
         self.type, self.pos, self.params = type_, list(pos), dict(params or {})
@@ -101,7 +102,8 @@ class RemoveNodesCommand(DocumentCommand):
 class PasteCommand(DocumentCommand):
     """Paste (or duplicate) a clipboard dict; undo removes the new nodes, redo restores them."""
 
-    def __init__(self, doc: Document, data: Mapping[str, Any], offset: Sequence[float], verb: str = "Paste") -> None:
+    def __init__(self, doc: Document, data: Mapping[str, Any], offset: Sequence[float],
+                 verb: str = "Paste") -> None:
         super().__init__(doc, verb)
         self.data, self.offset, self.verb = data, list(offset), verb
         self.new_ids: list[str] = []
@@ -136,7 +138,10 @@ class ConnectCommand(DocumentCommand):
 class DisconnectCommand(DocumentCommand):
     def __init__(self, doc: Document, edges: Sequence[Edge]) -> None:
         edges = list(edges)
-        text = f"Disconnect {edges[0].src} → {edges[0].dst}" if len(edges) == 1 else f"Disconnect {len(edges)} wires"
+        if len(edges) == 1:
+            text = f"Disconnect {edges[0].src} → {edges[0].dst}"
+        else:
+            text = f"Disconnect {len(edges)} wires"
         super().__init__(doc, text)
         self.edges = edges
         self._indices: list[int] = []

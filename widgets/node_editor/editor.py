@@ -62,7 +62,7 @@ class NodeEditor(QWidget):
         self.undo_stack.indexChanged.connect(lambda _i: self.scene.flush())
         self.actions = self._make_actions()
 
-    # --- document ----------------------------------------------------------------------------------
+    # --- document ---------------------------------------------------------------------------------
     @property
     def doc(self) -> Document:
         return self._doc
@@ -103,7 +103,7 @@ class NodeEditor(QWidget):
 
     last_message: str = ""
 
-    # --- node actions --------------------------------------------------------------------------------
+    # --- node actions -----------------------------------------------------------------------------
     def add_node(self, type_: str, pos: QPointF | Sequence[float], params: dict | None = None) -> str | None:
         """Add a node centred on the scene point `pos` (its top-left on the grid); returns its id."""
         x, y = (pos.x(), pos.y()) if isinstance(pos, QPointF) else pos
@@ -176,7 +176,7 @@ class NodeEditor(QWidget):
         if ok:
             self.rename(node.id, text if text != node.id else None)
 
-    # --- clipboard -----------------------------------------------------------------------------------------
+    # --- clipboard --------------------------------------------------------------------------------
     def copy_selection(self) -> bool:
         ids = self.selected_ids()
         if not ids:
@@ -200,7 +200,10 @@ class NodeEditor(QWidget):
         mime = QGuiApplication.clipboard().mimeData()
         if mime is None:
             return []
-        raw = bytes(mime.data(CLIPBOARD_MIME)).decode("utf-8") if mime.hasFormat(CLIPBOARD_MIME) else mime.text()
+        if mime.hasFormat(CLIPBOARD_MIME):
+            raw = bytes(mime.data(CLIPBOARD_MIME)).decode("utf-8")
+        else:
+            raw = mime.text()
         try:
             data = json.loads(raw)
         except (ValueError, RecursionError):
@@ -223,7 +226,7 @@ class NodeEditor(QWidget):
         self.scene.select_nodes(command.new_ids)
         return command.new_ids
 
-    # --- view ------------------------------------------------------------------------------------------------
+    # --- view -------------------------------------------------------------------------------------
     def fit_to_view(self) -> bool:
         """Show the whole graph, however small that makes it (F)."""
         return self.view.fit_rect(self.scene.nodes_rect(), FIT_MARGIN)
@@ -288,7 +291,7 @@ class NodeEditor(QWidget):
     def _on_nodes_moved(self, moves: dict) -> None:
         self._push(cmd.MoveNodesCommand(self._doc, moves))
 
-    # --- quick add -----------------------------------------------------------------------------------------
+    # --- quick add --------------------------------------------------------------------------------
     def open_quick_add(self, scene_pos: QPointF, types: Iterable[str] | None = None,
                        title: str = "Add a node") -> None:
         self._quick_pos = scene_pos
@@ -329,7 +332,7 @@ class NodeEditor(QWidget):
                 self.connect_ports(node_id, port, new_id, spec.inputs[0].name)
         self.undo_stack.endMacro()
 
-    # --- actions ---------------------------------------------------------------------------------------------
+    # --- actions ----------------------------------------------------------------------------------
     def _make_actions(self) -> dict[str, QAction]:
         from widgets.theme import icon
 

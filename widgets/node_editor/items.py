@@ -104,7 +104,8 @@ class PortItem(QGraphicsItem):
     def shape(self) -> QPainterPath:
         return self._SHAPE
 
-    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
+              widget: QWidget | None = None) -> None:
         theme = current_theme()
         fault_color = theme.color("error" if self.fault == "error" else "warning")
         color = fault_color if self.fault else self.node_item.category_color
@@ -145,7 +146,8 @@ class ErrorBadge(QGraphicsItem):
     def boundingRect(self) -> QRectF:
         return QRectF(-self.SIZE / 2, -self.SIZE / 2, self.SIZE, self.SIZE)
 
-    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
+              widget: QWidget | None = None) -> None:
         theme = current_theme()
         painter.setRenderHint(QPainter.Antialiasing)
         painter.setPen(QPen(QColor("#ffffff"), 1.5))
@@ -156,7 +158,8 @@ class ErrorBadge(QGraphicsItem):
             painter.drawEllipse(rect)
         else:
             painter.setBrush(theme.color("warning"))
-            painter.drawPolygon(QPolygonF([QPointF(0, rect.top() - 1), QPointF(rect.right() + 1, rect.bottom()),
+            painter.drawPolygon(QPolygonF([QPointF(0, rect.top() - 1),
+                                           QPointF(rect.right() + 1, rect.bottom()),
                                            QPointF(rect.left() - 1, rect.bottom())]))
             text_rect = text_rect.adjusted(0, 3, 0, 0)
         font = QFont()
@@ -208,7 +211,7 @@ class NodeItem(QGraphicsObject):
         self.setPos(to_scene(node.pos))
         self.signature: tuple | None = None
 
-    # --- state from the document ------------------------------------------------------------
+    # --- state from the document ------------------------------------------------------------------
     def set_state(self, node: Node, info: NodeInfo | None, status: Problem | None = None) -> None:
         """Take the node's label, key params, shapes and problem (`status`: what to show, error or
         warning; default the inference's problem); repaints only if something changed."""
@@ -295,7 +298,7 @@ class NodeItem(QGraphicsObject):
             self._height = height
             self._bounds = QRectF(-4, -4, NODE_W + 8, height + 8)
 
-    # --- geometry -----------------------------------------------------------------------------
+    # --- geometry ---------------------------------------------------------------------------------
     @property
     def height(self) -> float:
         return self._height
@@ -308,7 +311,8 @@ class NodeItem(QGraphicsObject):
         path.addRoundedRect(QRectF(0, 0, NODE_W, self._height), 8, 8)
         return path
 
-    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
+              widget: QWidget | None = None) -> None:
         theme = current_theme()
         painter.setRenderHint(QPainter.Antialiasing)
         painter.setRenderHint(QPainter.TextAntialiasing)
@@ -384,7 +388,7 @@ class NodeItem(QGraphicsObject):
         painter.setPen(theme.color("muted"))
         painter.drawText(footer, Qt.AlignVCenter | Qt.AlignRight, self._count_text)
 
-    # --- interaction ---------------------------------------------------------------------------
+    # --- interaction ------------------------------------------------------------------------------
     def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value: Any) -> Any:
         if change == QGraphicsItem.ItemPositionChange:
             scene = self.scene()
@@ -502,7 +506,8 @@ class WireItem(QGraphicsItem):
     def shape(self) -> QPainterPath:
         return self._shape
 
-    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
+              widget: QWidget | None = None) -> None:
         # runs for every visible wire on every frame: keep the Python work small
         theme = current_theme()
         painter.setRenderHint(QPainter.Antialiasing, not (widget is not None and _view_moving(widget)))
@@ -543,7 +548,8 @@ class DragWire(QGraphicsItem):
     def boundingRect(self) -> QRectF:
         return self._path.boundingRect().adjusted(-4, -4, 4, 4)
 
-    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
+              widget: QWidget | None = None) -> None:
         theme = current_theme()
         painter.setRenderHint(QPainter.Antialiasing)
         color = {True: theme.color("ok"), False: theme.color("error")}.get(self.valid, theme.color("accent"))

@@ -47,9 +47,11 @@ class GraphView(QGraphicsView):
 
     def __init__(self, scene: Any, parent: Any = None) -> None:
         super().__init__(scene, parent)
-        self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing | QPainter.SmoothPixmapTransform)
+        self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing
+                            | QPainter.SmoothPixmapTransform)
         self.setViewportUpdateMode(QGraphicsView.SmartViewportUpdate)
-        self.setOptimizationFlags(QGraphicsView.DontSavePainterState | QGraphicsView.DontAdjustForAntialiasing)
+        self.setOptimizationFlags(QGraphicsView.DontSavePainterState
+                                  | QGraphicsView.DontAdjustForAntialiasing)
         self.setCacheMode(QGraphicsView.CacheBackground)
         self.setTransformationAnchor(QGraphicsView.NoAnchor)  # zoom_by keeps the cursor's point itself
         self.setResizeAnchor(QGraphicsView.AnchorViewCenter)
