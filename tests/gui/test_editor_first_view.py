@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from gui_helpers import show_active
 from PySide6.QtCore import QSettings, Qt
 
@@ -134,3 +135,19 @@ def test_the_canvas_has_most_of_the_height_until_a_run_starts(qtbot, tmp_path, m
     finally:
         win.training.stop()
         qtbot.waitUntil(lambda: not win.training.is_active(), timeout=20_000)
+
+
+def test_an_empty_canvas_says_how_to_start_and_hides_its_minimap(qtbot, tmp_path):
+    win = make_window(qtbot, tmp_path)
+    ed = win.editor
+    win.new_document()
+    hint = ed.view.empty_hint
+    assert hint.isVisible() and "Tab" in hint.text() and not ed.minimap.isVisible()
+    assert hint.geometry().center().x() == pytest.approx(ed.view.width() / 2, abs=2)  # centred
+    ed.add_node_at_center("Linear")
+    assert not hint.isVisible() and ed.minimap.isVisible()
+    ed.actions["minimap"].setChecked(False)  # the user's choice still rules
+    assert not ed.minimap.isVisible()
+    ed.actions["minimap"].setChecked(True)
+    ed.undo_stack.undo()
+    assert hint.isVisible() and not ed.minimap.isVisible()

@@ -53,6 +53,7 @@ class NodeEditor(QWidget):
         self.scene.wire_dropped.connect(self._on_wire_dropped)
         self.scene.nodes_moved.connect(self._on_nodes_moved)
         self.scene.info_updated.connect(self.info_updated)
+        self.scene.info_updated.connect(self._show_empty_state)
         self.scene.message.connect(self.show_message)
         self.scene.selectionChanged.connect(self._on_selection_changed)
         self.view.type_dropped.connect(self.add_node)
@@ -61,6 +62,7 @@ class NodeEditor(QWidget):
         # inference right after each command, so the canvas never shows a stale shape
         self.undo_stack.indexChanged.connect(lambda _i: self.scene.flush())
         self.actions = self._make_actions()
+        self._show_empty_state(self.scene.info)
 
     # --- document ---------------------------------------------------------------------------------
     @property
@@ -282,11 +284,19 @@ class NodeEditor(QWidget):
         self.show_readable()
         return moved
 
+    def _show_empty_state(self, _info: GraphInfo | None) -> None:
+        """An empty canvas says how to start; its minimap, which would frame nothing, steps aside."""
+        empty = not self._doc.nodes
+        if empty != self.view.empty_hint.isVisible():
+            self.view.empty_hint.setVisible(empty)
+            self.view.empty_hint.reposition()
+        self.minimap.setVisible(not empty and self.actions["minimap"].isChecked())
+
     def set_snap_to_grid(self, on: bool) -> None:
         self.scene.snap_to_grid = on
 
     def set_minimap_visible(self, on: bool) -> None:
-        self.minimap.setVisible(on)
+        self.minimap.setVisible(on and bool(self._doc.nodes))
 
     def _on_nodes_moved(self, moves: dict) -> None:
         self._push(cmd.MoveNodesCommand(self._doc, moves))

@@ -39,6 +39,25 @@ class Toast(QLabel):
         self._timer.start(msec)
 
 
+class EmptyHint(QLabel):
+    """What to do on an empty canvas, centred on it; clicks go through to the canvas."""
+
+    TEXT = ("<b>An empty graph</b><br>Drag a layer from the palette, or press <b>Tab</b> to add one"
+            "<br>File ▸ Examples opens a ready-made network")
+
+    def __init__(self, parent: Any) -> None:
+        super().__init__(self.TEXT, parent)
+        self.setObjectName("emptyHint")
+        self.setAlignment(Qt.AlignCenter)
+        self.setAttribute(Qt.WA_TransparentForMouseEvents)
+        self.hide()
+
+    def reposition(self) -> None:
+        self.adjustSize()
+        parent = self.parentWidget()
+        self.move((parent.width() - self.width()) // 2, (parent.height() - self.height()) // 2)
+
+
 class GraphView(QGraphicsView):
     type_dropped = Signal(str, QPointF)  # node type, scene position
     quick_add_requested = Signal(QPointF)  # scene position (Tab / right click on empty canvas)
@@ -64,6 +83,7 @@ class GraphView(QGraphicsView):
         self.setSceneRect(-50_000, -50_000, 100_000, 100_000)  # room to pan anywhere
         self.setFocusPolicy(Qt.StrongFocus)
         self.toast = Toast(self)  # overlays sit on the view, not the viewport, which scrolls its children
+        self.empty_hint = EmptyHint(self)
         self._pan_from: QPoint | None = None
         self._space = False
         # While the view moves, wires are drawn without antialiasing (25x cheaper in the raster
