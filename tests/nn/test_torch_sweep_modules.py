@@ -361,3 +361,91 @@ def test_default_initialisation_follows_torchs_distributions(case):
         assert 0.6 * bound <= np.abs(a).max() <= 1.25 * bound, f"{pname}: largest |value| vs torch's"
     if name == "Embedding":
         assert not e.weight.detach().numpy()[3].any()  # the padding row starts at zero
+
+
+def _seq(M):
+    return M.Sequential(M.ReLU(), M.Tanh(), M.Sigmoid(), M.ReLU())
+
+
+def _named(M):
+    from collections import OrderedDict
+
+    return M.Sequential(OrderedDict(a=M.ReLU(), b=M.Tanh(), c=M.Sigmoid()))
+
+
+def _mlist(M):
+    return M.ModuleList([M.ReLU(), M.Tanh(), M.Sigmoid(), M.Tanh()])
+
+
+def _do(make, *steps):
+    """A container built in module M, then each step(container, M) applied in turn; returns the container."""
+
+    def run(M):
+        c = make(M)
+        for step in steps:
+            out = step(c, M)
+            c = out if isinstance(out, M.Module) and step is not steps[-1] else c
+        return out if steps else c
+
+    return run
+
+
+# (id, function of M returning a container or a module, or raising)
+CONTAINER_OPS = [
+    ("seq-index", _do(_seq, lambda c, M: c[-1])),
+    ("seq-slice", _do(_seq, lambda c, M: c[1:3])),
+    ("seq-slice-step", _do(_seq, lambda c, M: c[::-2])),
+    ("seq-named-slice", _do(_named, lambda c, M: c[1:])),
+    ("seq-named-index", _do(_named, lambda c, M: c[1])),
+    ("seq-setitem", _do(_seq, lambda c, M: c.__setitem__(-2, M.ELU()), lambda c, M: c)),
+    ("seq-del", _do(_seq, lambda c, M: c.__delitem__(1), lambda c, M: c)),
+    ("seq-del-slice", _do(_seq, lambda c, M: c.__delitem__(slice(0, 4, 2)), lambda c, M: c)),
+    ("seq-named-del", _do(_named, lambda c, M: c.__delitem__(0), lambda c, M: c)),
+    ("seq-insert", _do(_seq, lambda c, M: c.insert(1, M.ELU()))),
+    ("seq-insert-neg", _do(_seq, lambda c, M: c.insert(-1, M.ELU()))),
+    ("seq-insert-end", _do(_seq, lambda c, M: c.insert(4, M.ELU()))),
+    ("seq-insert-range", _do(_seq, lambda c, M: c.insert(5, M.ELU()))),
+    ("seq-append-extend", _do(_seq, lambda c, M: c.append(M.ELU()).extend([M.GELU(), M.SiLU()]))),
+    ("seq-pop", _do(_seq, lambda c, M: c.pop(1), lambda c, M: c)),
+    ("seq-index-range", _do(_seq, lambda c, M: c[4])),
+    ("seq-index-type", _do(_seq, lambda c, M: c["0"])),
+    ("mlist-index", _do(_mlist, lambda c, M: c[-4])),
+    ("mlist-slice", _do(_mlist, lambda c, M: c[::2])),
+    ("mlist-setitem", _do(_mlist, lambda c, M: c.__setitem__(0, M.ELU()), lambda c, M: c)),
+    ("mlist-del-slice", _do(_mlist, lambda c, M: c.__delitem__(slice(1, 3)), lambda c, M: c)),
+    ("mlist-insert", _do(_mlist, lambda c, M: c.insert(2, M.ELU()), lambda c, M: c)),
+    ("mlist-iadd-add", _do(_mlist, lambda c, M: c.__iadd__([M.ELU()]) + M.ModuleList([M.GELU()]))),
+    ("mlist-pop", _do(_mlist, lambda c, M: c.pop(-1), lambda c, M: c)),
+    ("mlist-index-range", _do(_mlist, lambda c, M: c[-5])),
+    ("mlist-repeats-repr", _do(lambda M: M.ModuleList([M.Linear(2, 2) for _ in range(3)] + [M.ReLU()]))),
+    (
+        "mdict-ops",
+        _do(
+            lambda M: M.ModuleDict({"a": M.ReLU(), "b": M.Tanh()}),
+            lambda c, M: c.update({"c": M.ELU()}),
+            lambda c, M: c.pop("a"),
+            lambda c, M: c,
+        ),
+    ),
+    ("mdict-missing", _do(lambda M: M.ModuleDict({"a": M.ReLU()}), lambda c, M: c["b"])),
+    ("plist", _do(lambda M: M.ParameterList([M.Parameter(_T(np.ones((2, 3)), M)), _T(np.ones(4), M)]))),
+    (
+        "plist-index-range",
+        _do(lambda M: M.ParameterList([M.Parameter(_T(np.ones(2), M))]), lambda c, M: c[1]),
+    ),
+    ("pdict", _do(lambda M: M.ParameterDict({"w": M.Parameter(_T(np.ones((2, 2)), M))}))),
+]
+
+
+def _outcome(fn, M):
+    try:
+        out = fn(M)
+    except Exception as ex:  # noqa: BLE001 - the comparison is the point
+        return "raises", type(ex).__name__, str(ex).split(" <class")[0]
+    return "gives", repr(out).replace("torch.", "engine."), [n for n, _ in out.named_modules()]
+
+
+@pytest.mark.parametrize("case", CONTAINER_OPS, ids=[c[0] for c in CONTAINER_OPS])
+def test_container_indexing_and_editing_match_torch(case):
+    _, fn = case
+    assert _outcome(fn, enn) == _outcome(fn, torch.nn)

@@ -21,14 +21,69 @@ class Identity(Module):
         return input
 
 
-def _index(idx: int, n: int, what: str) -> int:
+def _index(idx: int, n: int) -> int:
     idx = operator.index(idx)
     if not -n <= idx < n:
         raise IndexError(f"index {idx} is out of range")
     return idx % n
 
 
-class Sequential(Module):
+class _NumberedModules(Module):
+    """What Sequential and ModuleList share: children keyed "0".."n-1" (Sequential may also use names),
+    list-style indexing, slicing, deletion with renumbering, append/extend/insert/pop."""
+
+    def _from_items(self, items: list):
+        raise NotImplementedError
+
+    def _key(self, idx) -> str:
+        return list(self._modules)[_index(idx, len(self))]
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return self._from_items(list(self._modules.items())[idx])
+        return self._modules[self._key(idx)]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        self.add_module(self._key(idx), module)
+
+    def __delitem__(self, idx) -> None:
+        keys = list(self._modules) if isinstance(idx, slice) else None
+        for k in keys[idx] if keys is not None else [self._key(idx)]:
+            del self._modules[k]
+        self._renumber(list(self._modules.values()))  # numbering stays contiguous, like PyTorch
+
+    def _renumber(self, modules: list) -> None:
+        self._modules.clear()
+        for i, m in enumerate(modules):
+            self.add_module(str(i), m)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
+    def _insert(self, index: int, module: Module) -> None:
+        modules = list(self._modules.values())
+        modules.insert(index, module)
+        self._renumber(modules)
+
+
+class Sequential(_NumberedModules):
     """Runs its modules in order: Sequential(a, b, c) or Sequential(OrderedDict(name=module))."""
 
     def __init__(self, *args) -> None:
@@ -40,55 +95,25 @@ class Sequential(Module):
             for i, m in enumerate(args):
                 self.add_module(str(i), m)
 
+    def _from_items(self, items: list) -> Sequential:
+        return type(self)(OrderedDict(items))
+
     def forward(self, input):
         for m in self._modules.values():
             input = m(input)
         return input
 
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return type(self)(OrderedDict(list(self._modules.items())[idx]))
-        return list(self._modules.values())[_index(idx, len(self), "Sequential")]
-
-    def __setitem__(self, idx: int, module: Module) -> None:
-        key = list(self._modules.keys())[_index(idx, len(self), "Sequential")]
-        self.add_module(key, module)
-
-    def __delitem__(self, idx) -> None:
-        keys = list(self._modules.keys())
-        for k in keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self), "Sequential")]]:
-            del self._modules[k]
-        # keep numbering contiguous, like PyTorch
-        items = list(self._modules.values())
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-    def append(self, module: Module) -> Sequential:
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> Sequential:
-        for m in modules:
-            self.append(m)
-        return self
-
     def insert(self, index: int, module: Module) -> Sequential:
-        items = list(self._modules.values())
-        items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {Module}")
+        n = len(self)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        self._insert(index + n if index < 0 else index, module)
         return self
 
 
-class ModuleList(Module):
+class ModuleList(_NumberedModules):
     """A list of modules, registered by index."""
 
     def __init__(self, modules: Iterable[Module] | None = None) -> None:
@@ -96,45 +121,17 @@ class ModuleList(Module):
         if modules is not None:
             self.extend(modules)
 
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return type(self)(list(self._modules.values())[idx])
-        return self._modules[str(_index(idx, len(self), "ModuleList"))]
-
-    def __setitem__(self, idx: int, module: Module) -> None:
-        self.add_module(str(_index(idx, len(self), "ModuleList")), module)
-
-    def __delitem__(self, idx) -> None:
-        items = list(self._modules.values())
-        del items[idx]
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+    def _from_items(self, items: list) -> ModuleList:
+        return type(self)([m for _, m in items])
 
     def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
         return self.extend(modules)
 
-    def append(self, module: Module) -> ModuleList:
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> ModuleList:
-        for m in modules:
-            self.append(m)
-        return self
+    def __add__(self, other: Iterable[Module]) -> ModuleList:
+        return ModuleList([*self, *other])
 
     def insert(self, index: int, module: Module) -> None:
-        items = list(self._modules.values())
-        items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+        self._insert(index, module)
 
     def __repr__(self) -> str:
         # PyTorch compresses runs of identical children: "(0-2): 3 x Linear(...)"
@@ -203,10 +200,30 @@ class ModuleDict(Module):
             self[k] = m
 
 
-def _param_line(k, p) -> str:
+_LEGACY_TYPE = {
+    "float32": "Float",
+    "float64": "Double",
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "int64": "Long",
+    "int32": "Int",
+    "int16": "Short",
+    "int8": "Char",
+    "uint8": "Byte",
+    "bool": "Bool",
+}
+
+
+def _param_line(k, p, legacy_type: bool) -> str:
+    """One line of ParameterList/ParameterDict's repr, as PyTorch prints it (the dict names the dtype the
+    legacy way, e.g. engine.DoubleTensor)."""
+    if not isinstance(p, Tensor):
+        return f"  ({k}): Object of type: {type(p).__name__}"
     size = "x".join(str(s) for s in p.shape)
-    kind = "Parameter containing" if isinstance(p, Parameter) else type(p).__name__
-    return f"({k}): {kind}: [engine.{p.dtype.name} of size {size}]"
+    kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+    dtype = f"engine.{_LEGACY_TYPE.get(p.dtype.name, p.dtype.name)}Tensor" if legacy_type else str(p.dtype)
+    device = f" ({p.device})" if p.is_cuda else ""
+    return f"  ({k}): {kind} containing: [{dtype} of size {size}{device}]"
 
 
 class ParameterList(Module):
@@ -221,10 +238,10 @@ class ParameterList(Module):
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return ParameterList(list(self)[idx])
-        return getattr(self, str(_index(idx, len(self), "ParameterList")))
+        return getattr(self, str(_index(idx, len(self))))
 
     def __setitem__(self, idx: int, param) -> None:
-        idx = _index(idx, len(self), "ParameterList")
+        idx = _index(idx, len(self))
         if isinstance(param, Tensor) and not isinstance(param, Parameter):
             param = Parameter(param)
         setattr(self, str(idx), param)
@@ -250,7 +267,7 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self) -> str:
-        return "\n".join(_param_line(i, p) for i, p in enumerate(self))
+        return "\n".join(_param_line(i, p, False) for i, p in enumerate(self))
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError("ParameterList should not be called.")
@@ -307,7 +324,7 @@ class ParameterDict(Module):
             self[k] = v
 
     def extra_repr(self) -> str:
-        return "\n".join(_param_line(k, self[k]) for k in self._keys)
+        return "\n".join(_param_line(k, self[k], True) for k in self._keys)
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError("ParameterDict should not be called.")
