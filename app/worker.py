@@ -160,6 +160,9 @@ class _Runner(QObject):
             if s._trainer is not None and bridge in s._trainer.callbacks:
                 s._trainer.callbacks.remove(bridge)
             bridge._put("finished", None)
+            # end this thread's event loop now: `wait()` blocks the UI thread, so the drain that
+            # would otherwise quit it cannot run until the wait has timed out
+            QThread.currentThread().quit()
 
 
 class TrainingSession(QObject):
@@ -207,6 +210,7 @@ class TrainingSession(QObject):
         self._graph_wanted = threading.Event()
         self._inbox = _Inbox()
         self._thread: QThread | None = None
+        self._ended = True
         self._runner: _Runner | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(DRAIN_MS)
@@ -224,8 +228,9 @@ class TrainingSession(QObject):
         return self._trainer
 
     def is_running(self) -> bool:
-        """True while the worker thread is alive (training, paused or building)."""
-        return self._thread is not None and self._thread.isRunning()
+        """True while the worker thread is alive (training, paused or building) and until its end has
+        been handed to the UI (`finished`), so "not running" always means the UI has seen the end."""
+        return self._thread is not None and (self._thread.isRunning() or not self._ended)
 
     def start(self) -> None:
         """Start (or, after a stop, continue) training in a fresh worker thread."""
@@ -236,6 +241,7 @@ class TrainingSession(QObject):
         self._runner = _Runner(self)
         self._runner.moveToThread(self._thread)
         self._thread.started.connect(self._runner.run)
+        self._ended = False
         self._thread.start()
         self._timer.start()
 
@@ -342,6 +348,7 @@ class TrainingSession(QObject):
             self.state_changed.emit("failed")
             self.failed.emit(*value)
         elif kind == "finished":
+            self._ended = True
             self._timer.stop()
             if self._thread is not None:
                 self._thread.quit()

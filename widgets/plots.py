@@ -12,16 +12,19 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFileDialog,
+    QGraphicsItem,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QMenu,
     QPushButton,
     QSlider,
+    QStackedLayout,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -89,15 +92,157 @@ def ema(y: np.ndarray, alpha: float) -> np.ndarray:
     return s.y.copy()
 
 
-class PlotCard(QWidget):
-    """A titled pyqtgraph plot with log/linear toggle and PNG/CSV export in its context menu."""
+_NICE_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
-    def __init__(self, title: str, y_label: str = "", x_label: str = "batch", log_y: bool = False) -> None:
+
+def nice_ceil(v: float) -> float:
+    """The smallest 1-1.2-1.5-2-2.5-3-4-5-6-8 x 10^k at or above `v` (negative: mirrored)."""
+    if v <= 0:
+        return -nice_floor(-v) if v < 0 else 0.0
+    unit = 10.0 ** math.floor(math.log10(v))
+    return next(m * unit for m in _NICE_STEPS if m * unit >= v * (1 - 1e-9))
+
+
+def nice_floor(v: float) -> float:
+    """The largest 1-1.2-1.5-...-8 x 10^k at or below `v` (negative: mirrored)."""
+    if v <= 0:
+        return -nice_ceil(-v) if v < 0 else 0.0
+    unit = 10.0 ** math.floor(math.log10(v))
+    return next(m * unit for m in reversed(_NICE_STEPS) if m * unit <= v * (1 + 1e-9))
+
+
+def sticky_range(current: tuple[float, float] | None, lo: float, hi: float,
+                 from_zero: bool = False) -> tuple[float, float]:
+    """A view range for data in [lo, hi] on round numbers that only moves when the data leaves it or
+    fills less than half of it: a growing curve re-lays its axis now and then, not at every redraw."""
+    span = hi - lo
+    pad = 0.05 * span if span > 0 else (abs(hi) * 0.5 or 1.0)
+    new_lo = 0.0 if from_zero and lo >= 0 else nice_floor(lo - pad)
+    new_hi = nice_ceil(hi + (pad if not from_zero or span > 0 else abs(hi) * 0.25 or 1.0))
+    if current is not None:
+        c_lo, c_hi = current
+        if c_lo <= lo and hi <= c_hi and (new_hi - new_lo) >= 0.5 * (c_hi - c_lo):
+            return current
+    return new_lo, new_hi
+
+
+def format_tick(v: float) -> str:
+    """A tick label without SI-prefix scaling: 0.003, 250, 1.5e+06."""
+    if v == 0:
+        return "0"
+    if 1e-4 <= abs(v) < 1e5:
+        return f"{v:.6g}"
+    mantissa, exponent = f"{v:.2g}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def power_of_ten(k: int) -> str:
+    return {-1: "0.1", 0: "1", 1: "10", 2: "100"}.get(k, "10" + str(k).translate(_SUPERSCRIPT))
+
+
+class PlainAxis(pg.AxisItem):
+    """An axis that labels plain numbers (no "x0.001" scale), and in log mode only labels powers of
+    ten (plus 2 and 5 within a single decade) so labels never overlap; drawn from a pixmap cache
+    that is rebuilt only when the range or size changes."""
+
+    MIN_LABEL_GAP_PX = 22
+
+    def __init__(self, orientation: str, integer: bool = False, **kwargs: Any) -> None:
+        super().__init__(orientation, **kwargs)
+        self.integer = integer  # only whole-number ticks (epochs)
+        self.enableAutoSIPrefix(False)
+        self.setStyle(maxTextLevel=0 if orientation == "left" else 1)
+        self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:  # noqa: N802, N803 - Qt override
+        if not self.logMode:
+            levels = super().tickValues(minVal, maxVal, size)
+            if not self.integer:
+                return levels
+            whole = [(s, [v for v in values if abs(v - round(v)) < 1e-6]) for s, values in levels if s >= 1]
+            return whole or [(1.0, [float(v) for v in range(math.ceil(minVal), math.floor(maxVal) + 1)])]
+        lo, hi = sorted((minVal, maxVal))
+        decades = list(range(math.ceil(lo - 1e-9), math.floor(hi + 1e-9) + 1))
+        every = max(1, math.ceil(len(decades) * self.MIN_LABEL_GAP_PX / max(size, 1)))
+        major = [float(d) for d in decades if d % every == 0]
+        minor: list[float] = []
+        if hi - lo < 4:
+            for d in range(math.floor(lo), math.ceil(hi) + 1):
+                minor += [d + math.log10(k) for k in range(2, 10)]
+        minor = [v for v in minor if lo <= v <= hi]
+        if size / max(hi - lo, 1e-9) > 3 * self.MIN_LABEL_GAP_PX:  # room for 2 and 5 in each decade
+            extra = [v for v in minor if round(10 ** (v - math.floor(v + 1e-9))) in (2, 5)]
+            major = sorted(major + extra)
+            minor = [v for v in minor if v not in extra]
+        return [(None, major), (None, minor)]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        if not self.logMode:
+            return [format_tick(v * scale) for v in values]
+        out = []
+        for v in values:
+            k = math.floor(v + 1e-9)
+            mantissa = round(10 ** (v - k))
+            if mantissa == 1:
+                out.append(power_of_ten(k))
+            else:
+                out.append(format_tick(mantissa * 10.0 ** k) if -3 <= k <= 3 else
+                           f"{mantissa}·{power_of_ten(k)}")
+        return out
+
+
+def legend_html(title: str, entries: Iterable[tuple[str, str, str]], text_color: str) -> str:
+    """The card header: a bold title then one coloured sample per curve (name, colour, kind)."""
+    marks = {"line": "━━", "dash": "╍╍", "dot": "●"}
+    parts = [f"<b style='color:{text_color}'>{title}</b>"]
+    for name, color, kind in entries:
+        parts.append(f"<span style='color:{color}'>{marks.get(kind, '━━')}</span>"
+                     f"<span style='color:{text_color}'>&nbsp;{name}</span>")
+    return "&nbsp;&nbsp;&nbsp; ".join(parts)
+
+
+def message_until_data(plot: QWidget, text: str) -> tuple[QLabel, QStackedLayout]:
+    """A muted message shown in place of `plot` until there is data (switch with setCurrentWidget)."""
+    theme = current_theme()
+    empty = QLabel(text)
+    empty.setAlignment(Qt.AlignCenter)
+    empty.setWordWrap(True)
+    empty.setStyleSheet(f"color: {theme.muted}; background: {theme.base};")
+    body = QStackedLayout()
+    body.addWidget(empty)
+    body.addWidget(plot)
+    return empty, body
+
+
+def fill_background(widget: QWidget, color: str) -> None:
+    widget.setAutoFillBackground(True)
+    pal = widget.palette()
+    pal.setColor(widget.backgroundRole(), QColor(color))
+    widget.setPalette(pal)
+
+
+class PlotCard(QWidget):
+    """A titled pyqtgraph plot: legend in the header (never over the data), a friendly message until
+    there is data, axis ranges that follow the data in round steps (until the user zooms or pans;
+    the "A" button follows again), log/linear y, and PNG/CSV export in its context menu."""
+
+    def __init__(self, title: str, y_label: str = "", x_label: str = "batch", log_y: bool = False,
+                 empty_text: str = "", y_from_zero: bool = False,
+                 y_fixed: tuple[float, float] | None = None) -> None:
         super().__init__()
         theme = current_theme()
         self.title = title
-        self.plot = pg.PlotWidget(background=theme.base)
-        self.plot.setTitle(title, color=theme.text, size="10pt")
+        self.y_from_zero = y_from_zero
+        self.y_fixed = y_fixed
+        self.follow = True
+        self._x_range: tuple[float, float] | None = None
+        self._y_range: tuple[float, float] | None = None
+        self.header = QLabel()
+        self.header.setWordWrap(True)
+        self.header.setContentsMargins(6, 2, 6, 0)
+        self.plot = pg.PlotWidget(background=theme.base,
+                                  axisItems={"left": PlainAxis("left"), "bottom": PlainAxis("bottom")})
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         item = self.plot.getPlotItem()
         item.setDownsampling(auto=True, mode="peak")
@@ -110,15 +255,24 @@ class PlotCard(QWidget):
             item.setLabel("left", y_label, color=theme.muted)
         if x_label:
             item.setLabel("bottom", x_label, color=theme.muted)
-        self.legend = item.addLegend(offset=(-6, 6), labelTextSize="8pt", labelTextColor=theme.text)
-        self.legend.setBrush(pg.mkBrush(theme.base + "d0"))
-        self.set_log_y(log_y)
+        self.view = item.getViewBox()
+        self.view.disableAutoRange()
+        self.view.sigRangeChangedManually.connect(self._user_moved_view)
+        item.autoBtn.clicked.connect(self.follow_data)
+        self.empty, self.body = message_until_data(self.plot, empty_text or f"Start training to see the "
+                                                                            f"{title.lower()}")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
+        layout.setSpacing(0)
+        layout.addWidget(self.header)
+        layout.addLayout(self.body)
+        fill_background(self, theme.base)
         self.curves: dict[str, pg.PlotDataItem] = {}
+        self.entries: dict[str, tuple[str, str, str]] = {}  # key -> (name, colour, kind) in the header
         self.markers: list[pg.InfiniteLine] = []
-        menu = item.getViewBox().menu
+        self.set_log_y(log_y)
+        self._update_header()
+        menu = self.view.menu
         menu.addSeparator()
         menu.addAction("Export PNG…", lambda: self.export_png_dialog())
         menu.addAction("Export CSV…", lambda: self.export_csv_dialog())
@@ -127,14 +281,16 @@ class PlotCard(QWidget):
     def set_log_y(self, on: bool) -> None:
         self.log_y = on
         self.plot.getPlotItem().setLogMode(y=on)
+        self._y_range = None
+        self.fit()
 
-    def curve(self, key: str, color: str, name: str | None = None, width: float = 1.6,
+    def curve(self, key: str, color: str, name: str | None = None, width: float = 1.0,
               style: Any = Qt.SolidLine, symbol: str | None = None) -> pg.PlotDataItem:
-        """The curve `key`, created on first use."""
+        """The curve `key`, created on first use (named curves get an entry in the header)."""
         c = self.curves.get(key)
         if c is None:
             pen = pg.mkPen(color, width=width, style=style)
-            kwargs: dict[str, Any] = {"pen": pen, "name": name}
+            kwargs: dict[str, Any] = {"pen": pen}
             if symbol:
                 kwargs.update(symbol=symbol, symbolSize=5, symbolBrush=color, symbolPen=None)
             c = self.plot.plot([], [], **kwargs)
@@ -142,25 +298,40 @@ class PlotCard(QWidget):
             c.setClipToView(True)
             c.setSkipFiniteCheck(False)
             self.curves[key] = c
+            if name:
+                kind = "dot" if symbol else ("dash" if style == Qt.DashLine else "line")
+                self.entries[key] = (name, color[:7], kind)
+                self._update_header()
         return c
+
+    def remove_curve(self, key: str) -> None:
+        c = self.curves.pop(key, None)
+        if c is not None:
+            self.plot.removeItem(c)
+        if self.entries.pop(key, None) is not None:
+            self._update_header()
+
+    def _update_header(self) -> None:
+        self.header.setText(legend_html(self.title, self.entries.values(), current_theme().text))
 
     def mark(self, x: float, text: str) -> None:
         """A vertical marker (an lr change, a pause) labelled with `text`."""
         theme = current_theme()
         line = pg.InfiniteLine(x, angle=90, pen=pg.mkPen(theme.warning, width=1, style=Qt.DashLine),
-                               label=text, labelOpts={"position": 0.92, "color": theme.warning,
-                                                      "fill": theme.base + "c0"})
+                               label=text, labelOpts={"position": 0.9, "color": theme.warning,
+                                                      "fill": theme.base + "c0", "anchors": [(0, 0), (0, 0)]})
         self.plot.addItem(line)
         self.markers.append(line)
 
     def clear_data(self) -> None:
-        for c in self.curves.values():
-            self.plot.removeItem(c)
-        self.curves.clear()
-        self.legend.clear()
+        for key in list(self.curves):
+            self.remove_curve(key)
         for m in self.markers:
             self.plot.removeItem(m)
         self.markers.clear()
+        self._x_range = self._y_range = None
+        self.follow = True
+        self.body.setCurrentWidget(self.empty)
 
     def point_count(self) -> int:
         total = 0
@@ -169,13 +340,72 @@ class PlotCard(QWidget):
             total += 0 if x is None else len(x)
         return total
 
+    # --- view range -------------------------------------------------------------------------------------
+    def _user_moved_view(self, _mask: Any) -> None:
+        self.follow = False
+
+    def follow_data(self) -> None:
+        """Follow the data again (after the user zoomed or panned)."""
+        self.view.disableAutoRange()
+        self.follow = True
+        self._x_range = self._y_range = None
+        self.fit()
+
+    def data_bounds(self) -> tuple[float, float, float, float] | None:
+        """(x low, x high, y low, y high) over the visible curves' finite points (y > 0 in log mode)."""
+        xs_lo, xs_hi, ys_lo, ys_hi = [], [], [], []
+        for c in self.curves.values():
+            if not c.isVisible():
+                continue
+            x, y = c.getOriginalDataset()
+            if x is None or len(x) == 0:
+                continue
+            x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+            ok = np.isfinite(y) & np.isfinite(x)
+            if self.log_y:
+                ok &= y > 0
+            if not ok.any():
+                continue
+            xs_lo.append(x[ok].min())
+            xs_hi.append(x[ok].max())
+            ys_lo.append(y[ok].min())
+            ys_hi.append(y[ok].max())
+        if not xs_lo:
+            return None
+        return min(xs_lo), max(xs_hi), min(ys_lo), max(ys_hi)
+
+    def fit(self) -> None:
+        """Show the plot once it has data and move the view when the data left it (if following)."""
+        bounds = self.data_bounds()
+        self.body.setCurrentWidget(self.plot if bounds is not None or self.markers else self.empty)
+        if bounds is None or not self.follow:
+            return
+        x_lo, x_hi, y_lo, y_hi = bounds
+        x_range = sticky_range(self._x_range, min(0.0, x_lo), x_hi, from_zero=True)
+        if self.y_fixed is not None:
+            y_range = self.y_fixed
+        elif self.log_y:
+            lo, hi = math.floor(math.log10(y_lo) + 1e-9), math.ceil(math.log10(y_hi) - 1e-9)
+            y_range = (float(lo), float(max(hi, lo + 1)))
+        else:
+            y_range = sticky_range(self._y_range, y_lo, y_hi, from_zero=self.y_from_zero)
+        if (x_range, y_range) != (self._x_range, self._y_range):
+            self._x_range, self._y_range = x_range, y_range
+            self.view.setXRange(*x_range, padding=0.01)
+            self.view.setYRange(*y_range, padding=0.06)  # the top and bottom tick labels stay whole
+
     # --- export -----------------------------------------------------------------------------------------
     def export_png(self, path: str | Path, width: int = 1200) -> Path:
         from pyqtgraph.exporters import ImageExporter
 
-        exporter = ImageExporter(self.plot.getPlotItem())
-        exporter.parameters()["width"] = width
-        exporter.export(str(path))
+        item = self.plot.getPlotItem()
+        item.setTitle(self.title, color=current_theme().text, size="10pt")  # the header is a Qt label
+        try:
+            exporter = ImageExporter(item)
+            exporter.parameters()["width"] = width
+            exporter.export(str(path))
+        finally:
+            item.setTitle(None)
         return Path(path)
 
     def export_csv(self, path: str | Path) -> Path:
@@ -204,40 +434,68 @@ class PlotCard(QWidget):
             self.export_csv(path)
 
 
+def rebin(counts: np.ndarray, edges: np.ndarray, new_edges: np.ndarray) -> np.ndarray:
+    """Counts of a histogram moved onto other bin edges, spreading each old bin evenly over its width
+    (no empty stripes where a new bin holds no old bin centre)."""
+    cdf = np.concatenate([[0.0], np.cumsum(counts)])
+    return np.diff(np.interp(new_edges, edges, cdf))
+
+
 class HistogramCard(QWidget):
-    """Per-layer weight or activation histograms over epochs, as an image (x = epoch, y = value)."""
+    """Per-layer weight or activation histograms over epochs as a heat map: x = epoch (each column
+    covers the epoch it was measured at the end of), y = value, colour = share of the values in
+    that bin on a log scale (a colour bar says how much)."""
 
     BINS = 48
+    FLOOR = 1e-4  # shares below this draw as the lowest colour
 
     def __init__(self) -> None:
         super().__init__()
         theme = current_theme()
         self.layer = QComboBox()
+        self.layer.setToolTip("Layer (canvas node)")
         self.which = QComboBox()
         self.which.addItems(["weights", "activations"])
-        self.plot = pg.PlotWidget(background=theme.base)
-        self.plot.setTitle("Histograms over time", color=theme.text, size="10pt")
+        self.header = QLabel(f"<b style='color:{theme.text}'>Histograms over time</b>")
+        self.header.setContentsMargins(6, 2, 6, 0)
+        self.plot = pg.PlotWidget(background=theme.base, axisItems={
+            "left": PlainAxis("left"), "bottom": PlainAxis("bottom", integer=True)})
         item = self.plot.getPlotItem()
         item.setLabel("bottom", "epoch", color=theme.muted)
         for side in ("left", "bottom"):
             item.getAxis(side).setTextPen(theme.muted)
+            item.getAxis(side).setPen(theme.grid_major)
+        self.view = item.getViewBox()
+        self.view.disableAutoRange()
         self.image = pg.ImageItem(axisOrder="row-major")
-        self.image.setColorMap(pg.colormap.get("viridis"))
         self.plot.addItem(self.image)
+        cmap = pg.colormap.get("viridis")
+        self.image.setColorMap(cmap)
+        self.color_bar = pg.ColorBarItem(values=(math.log10(self.FLOOR), 0), colorMap=cmap, width=10,
+                                         interactive=False)
+        self.color_bar.setImageItem(self.image, insert_in=item)
+        self.color_bar.axis.setTextPen(theme.muted)
+        self.color_bar.axis.setTicks([[(float(k), power_of_ten(k)) for k in range(-4, 1, 2)]])
+        self.color_bar.getAxis("right").setLabel("share", color=theme.muted)
+        self.color_bar.setToolTip("Share of the layer's values in each bin (log scale)")
+        self.empty, self.body = message_until_data(
+            self.plot, "Weight and activation histograms appear after the first epoch")
         top = QHBoxLayout()
-        top.setContentsMargins(4, 0, 4, 0)
-        top.addWidget(self.layer, 1)
+        top.setContentsMargins(0, 0, 4, 0)
+        top.addWidget(self.header, 1)
+        top.addWidget(self.layer)
         top.addWidget(self.which)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(2)
+        layout.setSpacing(0)
         layout.addLayout(top)
-        layout.addWidget(self.plot)
+        layout.addLayout(self.body)
+        fill_background(self, theme.base)
         self.history: list[tuple[int, dict[str, dict[str, Any]]]] = []
         self.layer.currentTextChanged.connect(lambda _t: self.redraw())
         self.which.currentTextChanged.connect(lambda _t: self.redraw())
 
-    def add_epoch(self, epoch: int, histograms: dict[str, dict[str, Any]]) -> None:
+    def add_epoch(self, epoch: int, histograms: dict[str, dict[str, Any]], draw: bool = True) -> None:
         if not histograms:
             return
         self.history.append((epoch, histograms))
@@ -245,60 +503,77 @@ class HistogramCard(QWidget):
         for nid in histograms:
             if nid not in known:
                 self.layer.addItem(nid)
-        self.redraw()
+        if draw:
+            self.redraw()
 
     def clear_data(self) -> None:
         self.history.clear()
         self.layer.clear()
         self.image.clear()
+        self.body.setCurrentWidget(self.empty)
 
-    def matrix(self) -> tuple[np.ndarray, float, float] | None:
-        """(bins x epochs counts, value low, value high) of the chosen layer, re-binned to a common range."""
+    def matrix(self) -> tuple[np.ndarray, float, float, int] | None:
+        """(bins x epochs shares, value low, value high, first epoch) of the chosen layer, re-binned
+        to a common value range."""
         nid, which = self.layer.currentText(), self.which.currentText()
-        hists = [h.get(nid, {}).get(which) for _, h in self.history]
-        hists = [h for h in hists if h and h.get("counts")]
-        if not hists:
+        got = [(e, h.get(nid, {}).get(which)) for e, h in self.history]
+        got = [(e, h) for e, h in got if h and h.get("counts")]
+        if not got:
             return None
-        lo = min(h["edges"][0] for h in hists)
-        hi = max(h["edges"][-1] for h in hists)
+        lo = min(h["edges"][0] for _, h in got)
+        hi = max(h["edges"][-1] for _, h in got)
         if hi <= lo:
-            hi = lo + 1e-6
+            lo, hi = lo - 0.5 * (abs(lo) or 1.0), hi + 0.5 * (abs(hi) or 1.0)
         edges = np.linspace(lo, hi, self.BINS + 1)
         cols = []
-        for h in hists:
-            e = np.asarray(h["edges"])
-            centres = (e[:-1] + e[1:]) / 2
-            counts, _ = np.histogram(centres, bins=edges, weights=np.asarray(h["counts"], dtype=float))
+        for _, h in got:
+            counts = rebin(np.asarray(h["counts"], dtype=float), np.asarray(h["edges"], dtype=float), edges)
             cols.append(counts / max(counts.sum(), 1))
-        return np.sqrt(np.stack(cols, axis=1)), lo, hi  # sqrt: tails stay visible next to the peak
+        return np.stack(cols, axis=1), lo, hi, got[0][0]
 
     def redraw(self) -> None:
         got = self.matrix()
         if got is None:
             self.image.clear()
+            self.body.setCurrentWidget(self.empty)
             return
-        m, lo, hi = got
-        self.image.setImage(m, autoLevels=True)
-        self.image.setRect(-0.5, lo, m.shape[1], hi - lo)
-        self.plot.getPlotItem().setLabel("left", f"{self.layer.currentText()} {self.which.currentText()}")
+        m, lo, hi, first = got
+        self.body.setCurrentWidget(self.plot)
+        self.image.setImage(np.log10(np.maximum(m, self.FLOOR)), levels=(math.log10(self.FLOOR), 0))
+        self.image.setRect(first, lo, m.shape[1], hi - lo)
+        self.view.setRange(xRange=(first, first + m.shape[1]), yRange=(lo, hi), padding=0)
+        self.plot.getPlotItem().setLabel("left", f"{self.which.currentText()}", color=current_theme().muted)
+
+    def export_png(self, path: str | Path, width: int = 1200) -> Path:
+        from pyqtgraph.exporters import ImageExporter
+
+        exporter = ImageExporter(self.plot.getPlotItem())
+        exporter.parameters()["width"] = width
+        exporter.export(str(path))
+        return Path(path)
 
 
 class TrainingPlots(QWidget):
     """All live plots of one run (plus faded overlays of other runs). Feed it with `add_batches`,
     `add_epoch`, `add_amp`, `mark_event`; it redraws at most once per call."""
 
-    REDRAW_MS = 100  # data arrives at up to 30 Hz; redrawing 10 times a second looks just as live
+    REDRAW_MS = 40  # one part per tick (see _redraw_if_dirty)
+    PARTS = ("loss", "accuracy", "lr", "grad", "update", "histograms")
 
     def __init__(self) -> None:
         super().__init__()
         self.steps_per_epoch = 1
-        self.loss = PlotCard("Loss", "loss")
-        self.accuracy = PlotCard("Accuracy", "accuracy")
-        self.lr = PlotCard("Learning rate", "lr")
-        self.grad = PlotCard("Gradient norm per layer", "‖g‖", log_y=True)
-        self.update_ratio = PlotCard("Update / weight per layer", "‖Δw‖/‖w‖", log_y=True)
+        self.loss = PlotCard("Loss", "loss", y_from_zero=True)
+        self.accuracy = PlotCard("Accuracy", "accuracy", y_fixed=(0.0, 1.04),
+                                 empty_text="Start training to see the accuracy (classification only)")
+        self.lr = PlotCard("Learning rate", "lr", y_from_zero=True)
+        self.grad = PlotCard("Gradient norm per layer", "L2 norm", log_y=True,
+                             empty_text="Start training to see each layer's gradient norm")
+        self.update_ratio = PlotCard("Update / weight per layer", "‖Δw‖ / ‖w‖", log_y=True,
+                                     empty_text="Start training to see how much each step changes each layer")
         self.histograms = HistogramCard()
-        self.amp_scale = PlotCard("AMP loss scale", "scale", x_label="step", log_y=True)
+        self.amp_scale = PlotCard("AMP loss scale", "scale", x_label="step", log_y=True,
+                                  empty_text="Train with AMP on to see the loss scale and skipped steps")
         self.cards = {"loss": self.loss, "accuracy": self.accuracy, "lr": self.lr, "grad": self.grad,
                       "update": self.update_ratio, "amp": self.amp_scale}
 
@@ -349,14 +624,15 @@ class TrainingPlots(QWidget):
         layout.addLayout(bar)
         layout.addWidget(self.tabs)
 
-        self._dirty = False
+        self._dirty: set[str] = set()
+        self._next_part = 0
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setInterval(self.REDRAW_MS)
         self._redraw_timer.timeout.connect(self._redraw_if_dirty)
         self._redraw_timer.start()
         self.smoothing.valueChanged.connect(self._smoothing_changed)
         self.loss_log.toggled.connect(self.loss.set_log_y)
-        self.show_clipped.toggled.connect(lambda _v: self._redraw_layers())
+        self.show_clipped.toggled.connect(lambda _v: self._redraw_grad())
         self.clear()
 
     # --- data ---------------------------------------------------------------------------------------------
@@ -378,10 +654,11 @@ class TrainingPlots(QWidget):
         self.clipping_seen: set[str] = set()
         for card in self.cards.values():
             for key in [k for k in card.curves if not k.startswith("run:")]:
-                card.plot.removeItem(card.curves.pop(key))
+                card.remove_curve(key)
             for m in card.markers:
                 card.plot.removeItem(m)
             card.markers.clear()
+            card.fit()
         self.histograms.clear_data()
         self.summary.setText("")
         self._redraw_all()
@@ -413,9 +690,7 @@ class TrainingPlots(QWidget):
                 self._layer(nid)
                 self.ratio_series.setdefault(nid, Series()).append(x, v)
         if records:
-            last = records[-1]
-            self.summary.setText(f"loss {last.loss:.4g}   lr {last.lr:.3g}   {self.train_loss.n:,} batches")
-            self._dirty = True
+            self._mark_dirty("loss", "accuracy", "lr", "grad", "update")
 
     def add_epoch(self, m: Any) -> None:
         x = self.x_of(m.epoch, self.steps_per_epoch - 1)
@@ -423,8 +698,8 @@ class TrainingPlots(QWidget):
             self.val_loss.append(x, m.val_loss)
         if m.val_accuracy is not None:
             self.val_acc.append(x, m.val_accuracy)
-        self.histograms.add_epoch(m.epoch, m.histograms)
-        self._dirty = True
+        self.histograms.add_epoch(m.epoch, m.histograms, draw=False)
+        self._mark_dirty("loss", "accuracy", "histograms")
 
     def add_amp(self, states: list[Any]) -> None:
         for s in states:
@@ -437,15 +712,19 @@ class TrainingPlots(QWidget):
         self.amp_scale.curve("skipped", theme.error, "skipped step", width=0, symbol="x").setData(
             self.skipped.x, self.skipped.y)
         self.amp_scale.curves["skipped"].setPen(None)
+        self.amp_scale.fit()
 
     def mark_event(self, epoch: int | None, batch: int | None, text: str,
                    on: Iterable[str] = ("loss", "lr")) -> None:
-        """A vertical marker at the current position (lr changed, paused...)."""
-        x = self.train_loss.x[-1] if self.train_loss.n else 0.0
+        """A vertical marker between the last batch before an event and the first one after it (an lr
+        change made before batch `batch` of `epoch` sits at that batch's x - 0.5); without a position,
+        after the last batch drawn."""
+        x = (self.train_loss.x[-1] if self.train_loss.n else 0.0) + 0.5
         if epoch is not None and batch is not None:
-            x = self.x_of(epoch, batch)
+            x = self.x_of(epoch, batch) - 0.5
         for key in on:
             self.cards[key].mark(x, text)
+            self.cards[key].fit()
 
     def add_overlay(self, name: str, records: list[dict[str, Any]], steps_per_epoch: int, index: int) -> None:
         """Another run's loss and val curves, faded, for comparison (records from metrics.jsonl)."""
@@ -468,12 +747,14 @@ class TrainingPlots(QWidget):
         self.loss.curve(f"run:{name}:val", color, f"{name} val", style=Qt.DashLine).setData(vx, vy)
         if ax:
             self.accuracy.curve(f"run:{name}:val", color, f"{name} val", style=Qt.DashLine).setData(ax, ay)
+        self.loss.fit()
+        self.accuracy.fit()
 
     def remove_overlays(self) -> None:
         for card in self.cards.values():
             for key in [k for k in card.curves if k.startswith("run:")]:
-                card.plot.removeItem(card.curves.pop(key))
-                card.legend.removeItem(key)
+                card.remove_curve(key)
+            card.fit()
 
     def _layer(self, nid: str) -> None:
         if nid not in self.layer_order:
@@ -488,33 +769,62 @@ class TrainingPlots(QWidget):
         self.train_ema.extend(self.train_loss.x, self.train_loss.y)
         self.train_acc_ema = EmaSeries(self.alpha())
         self.train_acc_ema.extend(self.train_acc.x, self.train_acc.y)
-        self._dirty = True
+        self._mark_dirty("loss", "accuracy")
+
+    def _mark_dirty(self, *parts: str) -> None:
+        self._dirty.update(parts or self.PARTS)
 
     def _redraw_if_dirty(self) -> None:
-        if self._dirty and self.isVisible():
-            self._redraw_all()
+        """One dirty part per tick, round robin: the event loop never carries more than one plot's
+        update and repaint at a time, so it stays responsive while all plots still refresh ~4x a second."""
+        if not self._dirty or not self.isVisible():
+            return
+        for _ in range(len(self.PARTS)):
+            part = self.PARTS[self._next_part]
+            self._next_part = (self._next_part + 1) % len(self.PARTS)
+            if part in self._dirty:
+                self._dirty.discard(part)
+                self._draw(part)
+                return
 
     def redraw(self) -> None:
-        """Draw now (tests and screenshots; live updates come from the timer)."""
+        """Draw everything now (tests and screenshots; live updates come from the timer)."""
         self._redraw_all()
 
     def _redraw_all(self) -> None:
-        self._dirty = False
-        self._redraw_loss()
-        self._redraw_accuracy()
+        self._dirty.clear()
+        for part in self.PARTS:
+            self._draw(part)
+
+    def _draw(self, part: str) -> None:
         theme = current_theme()
-        self.lr.curve("lr", theme.accent, "lr").setData(self.lr_series.x, self.lr_series.y)
-        self._redraw_layers()
+        if part == "loss":
+            self._redraw_loss()
+        elif part == "accuracy":
+            self._redraw_accuracy()
+        elif part == "lr":
+            self.lr.curve("lr", theme.accent, "lr").setData(self.lr_series.x, self.lr_series.y)
+            self.lr.fit()
+        elif part == "grad":
+            self._redraw_grad()
+        elif part == "update":
+            self._redraw_update()
+        elif part == "histograms":
+            self.histograms.redraw()
 
     def _redraw_loss(self) -> None:
         theme = current_theme()
         self.smoothing_label.setText(f"{self.alpha():.2f}")
+        if self.train_loss.n:
+            self.summary.setText(f"loss {self.train_loss.y[-1]:.4g}   lr {self.lr_series.y[-1]:.3g}   "
+                                 f"{self.train_loss.n:,} batches")
         raw = self.loss.curve("train_raw", theme.accent + "40", None, width=1.0)
         raw.setData(self.train_loss.x, self.train_loss.y)
         ema_curve = self.loss.curve("train", theme.accent, "train (EMA)", width=2.0)
         ema_curve.setData(self.train_ema.x, self.train_ema.y)
         val = self.loss.curve("val", "#e0802b", "val", width=2.0, symbol="o")
         val.setData(self.val_loss.x, self.val_loss.y)
+        self.loss.fit()
 
     def _redraw_accuracy(self) -> None:
         theme = current_theme()
@@ -524,8 +834,9 @@ class TrainingPlots(QWidget):
         if self.val_acc.n:
             self.accuracy.curve("val", "#e0802b", "val", width=2.0, symbol="o").setData(
                 self.val_acc.x, self.val_acc.y)
+        self.accuracy.fit()
 
-    def _redraw_layers(self) -> None:
+    def _redraw_grad(self) -> None:
         for i, nid in enumerate(self.layer_order):
             color = layer_color(i)
             s = self.grad_series.get(nid)
@@ -536,6 +847,11 @@ class TrainingPlots(QWidget):
                 curve = self.grad.curve(f"{nid}:clipped", color, None, width=1.2, style=Qt.DashLine)
                 curve.setData(c.x, c.y)
                 curve.setVisible(self.show_clipped.isChecked())
+        self.grad.fit()
+
+    def _redraw_update(self) -> None:
+        for i, nid in enumerate(self.layer_order):
             r = self.ratio_series.get(nid)
             if r is not None:
-                self.update_ratio.curve(nid, color, nid).setData(r.x, r.y)
+                self.update_ratio.curve(nid, layer_color(i), nid).setData(r.x, r.y)
+        self.update_ratio.fit()

@@ -27,6 +27,7 @@ from widgets.training_panel import ACTIVE_STATES, TrainingPanel
 LOCK_MESSAGE = ("Training runs on a snapshot of this graph: pause is not enough — stop the run to edit the "
                 "model (moving nodes is fine)")
 TINT_MS = 250
+PROGRESS_MS = 200  # progress bar and status line: 5 updates a second read as live and cost little
 
 
 def default_runs_root() -> Path:
@@ -102,6 +103,7 @@ class TrainingMonitor(QObject):
         monitor.setStretchFactor(0, 4)
         monitor.setStretchFactor(1, 1)
         monitor.setSizes([1240, 330])
+        self.predictions = predictions
         self.monitor_widget = monitor
 
         w = window
@@ -144,8 +146,14 @@ class TrainingMonitor(QObject):
         self._tint_timer = QTimer(self)
         self._tint_timer.setInterval(TINT_MS)
         self._tint_timer.timeout.connect(self.dashboard.refresh)
+        self._progress_pending = False
+        self._progress_timer = QTimer(self)
+        self._progress_timer.setInterval(PROGRESS_MS)
+        self._progress_timer.timeout.connect(self._show_progress)
+        self._progress_timer.start()
         self._watch_document()
         self.panel.set_setup(self.editor.doc.training)
+        self._configure_predictions(*expected_predictions(self.editor))
 
     # --- menu -------------------------------------------------------------------------------------------
     def _build_menu(self) -> None:
@@ -179,13 +187,13 @@ class TrainingMonitor(QObject):
         state = self.state
         busy = state in ("building", "running")
         enabled = {"start": state not in ACTIVE_STATES, "pause": state == "running",
-                   "resume": state == "paused",
+                   "resume": state == "paused" or self.can_continue(),
                    "step": state in ("running", "paused"), "stop": state in ("building", "running", "paused"),
                    "reset": state not in ACTIVE_STATES and self.session is not None,
                    "lr_finder": not busy, "overfit": not busy}
         for key, on in enabled.items():
             self.actions[key].setEnabled(on)
-        self.panel.set_state(state, has_weights=False)
+        self.panel.set_state(state, has_weights=self.can_continue())
         self.panel.reset_button.setEnabled(enabled["reset"])
 
     # --- state --------------------------------------------------------------------------------------------
@@ -260,8 +268,34 @@ class TrainingMonitor(QObject):
             self.status("Engine: pausing at the next batch…")
 
     def resume(self) -> None:
-        if self.session is not None:
+        """Resume a paused run, or continue a stopped one from where it stopped."""
+        if self.can_continue():
+            self.continue_run()
+        elif self.session is not None:
             self.session.resume()
+
+    def can_continue(self) -> bool:
+        s = self.session
+        return s is not None and not s.is_running() and s.state == "stopped" and s.trainer is not None
+
+    def continue_run(self) -> TrainingSession | None:
+        """Train a stopped run on: same weights, optimiser state and run folder, from its data cursor;
+        the plots carry on. Refused when the canvas no longer matches the run's graph."""
+        if not self.can_continue():
+            return None
+        if model_signature(self.editor.doc) != self._snapshot_signature:
+            self.window.show_error("Can't continue this run", "The graph changed since the run stopped; "
+                                   "Start trains the edited graph as a new run.")
+            return None
+        self.forked = False
+        self.panel.show_fork(None)
+        self.session.start()
+        self.editor.edit_lock = LOCK_MESSAGE
+        self.dashboard.start()
+        self._tint_timer.start()
+        self.status("Engine: continuing the stopped run…")
+        self._sync_actions()
+        return self.session
 
     def stop(self) -> None:
         if self.session is not None and self.is_active():
@@ -368,7 +402,16 @@ class TrainingMonitor(QObject):
     def _document_replaced(self, _doc: Any) -> None:
         self._watch_document()
         self.panel.set_setup(self.editor.doc.training)
+        if not self.is_active():
+            self._configure_predictions(*expected_predictions(self.editor))
         self._document_changed()
+
+    def _configure_predictions(self, two_d: bool, classify: bool | None) -> None:
+        """The decision boundary only for 2-D inputs, the confusion matrix only for classifiers (unknown:
+        shown, empty); with neither, the plots get the whole width."""
+        self.boundary.setVisible(two_d and classify is not False)
+        self.confusion.setVisible(classify is not False)
+        self.predictions.setVisible(classify is not False)
 
     def _document_changed(self) -> None:
         if not self.is_active() or self._snapshot_signature is None:
@@ -386,6 +429,8 @@ class TrainingMonitor(QObject):
     def _on_run_started(self, plan: Any) -> None:
         self.plots.set_steps_per_epoch(plan.steps_per_epoch)
         info = plan.info
+        classify = info.dataset.get("task") == "classification"
+        self._configure_predictions(list(info.dataset.get("input_shape") or []) == [2], classify)
         self.status(f"Engine: training {info.parameters:,} parameters on {info.dataset['name']} "
                     f"({info.dataset['train']} samples) on {info.device}")
 
@@ -394,8 +439,15 @@ class TrainingMonitor(QObject):
         self.last_batch = records[-1]
         self.plots.add_batches(records)
         self.dashboard.add_batches(records)
+        self._progress_pending = True
+
+    def _show_progress(self) -> None:
+        """The progress bar and the status line for the newest batch (from a timer, not per signal)."""
+        m = self.last_batch
+        if not self._progress_pending or m is None:
+            return
+        self._progress_pending = False
         plan = self.session.plan if self.session else None
-        m = records[-1]
         if plan is not None:
             self.panel.show_progress(m.epoch, m.batch, plan.epochs, plan.steps_per_epoch,
                                      m.samples_per_second, plan.start_epoch)
@@ -419,17 +471,18 @@ class TrainingMonitor(QObject):
 
     def _on_event(self, e: Any) -> None:
         if e.event == "lr_changed":
-            self.plots.mark_event(None, None, f"lr → {e.detail.get('new'):.3g}", on=("loss", "lr"))
+            self.plots.mark_event(e.epoch, e.batch, f"lr → {e.detail.get('new'):.3g}", on=("loss", "lr"))
             old, new = e.detail.get("old"), e.detail.get("new")
             self.status(f"Learning rate {old:.3g} → {new:.3g} from step {e.step}", 5000)
         elif e.event == "option_changed":
             text = f"{e.detail.get('name')} → {e.detail.get('new')}"
-            self.plots.mark_event(None, None, text, on=("loss",))
+            self.plots.mark_event(e.epoch, e.batch, text, on=("loss",))
         elif e.event == "paused" and e.detail.get("reason") == "nonfinite":
             self.plots.mark_event(None, None, "NaN/Inf: paused", on=("loss",))
             self.status("Paused: the loss or the gradients became NaN/Inf — see the training doctor")
 
     def _on_state(self, state: str) -> None:
+        self._show_progress()
         self._sync_actions()
         if state == "paused":
             last = self.last_batch
@@ -495,6 +548,23 @@ class TrainingMonitor(QObject):
     def _apply_suggested_lr(self, lr: float) -> None:
         self.panel.lr.setValue(lr)
         self.set_lr(lr)
+
+
+def expected_predictions(editor: Any) -> tuple[bool, bool | None]:
+    """Before a run: (the input is 2-D, the task is classification — None when only the data can
+    tell), from the document's dataset and the Input node's inferred shape."""
+    from app.datasets import DATASETS
+
+    doc = editor.doc
+    spec = doc.training.get("dataset") or {}
+    entry = DATASETS.get(spec.get("name"))
+    task = spec.get("task") if spec.get("task") not in (None, "auto") else (entry.task if entry else None)
+    classify = {"classification": True, "regression": False, "reconstruction": False}.get(task)
+    info = editor.info
+    inputs = [nid for nid, n in doc.nodes.items() if n.type == "Input"]
+    shapes = [info.shape_of(nid) for nid in inputs] if info is not None else []
+    two_d = len(shapes) == 1 and shapes[0] is not None and tuple(shapes[0][1:]) == (2,)
+    return two_d, classify
 
 
 def _with_margin(widget: QWidget) -> QWidget:

@@ -94,7 +94,8 @@ class TrainingPanel(QWidget):
         self.start_button = button("Start", "train", "Train the graph on the canvas (a new run)",
                                    self.start_requested)
         self.pause_button = button("Pause", "pause", "Pause at the next batch", self.pause_requested)
-        self.resume_button = button("Resume", "train", "Continue training", self.resume_requested)
+        self.resume_button = button("Resume", "train", "Continue training (also a stopped run, from where "
+                                    "it stopped)", self.resume_requested)
         self.stop_button = button("Stop", "stop", "Stop the run (it is kept in Runs)", self.stop_requested)
         self.step_button = button("Step", "step", "Train exactly one batch, then pause", self.step_requested)
         self.reset_button = button("Reset", "reset", "Forget the weights: the next Start begins afresh",
@@ -135,22 +136,22 @@ class TrainingPanel(QWidget):
         self.apply_lr.clicked.connect(lambda: self.lr_requested.emit(self.lr.value()))
         self.lr.editingFinished.connect(self._lr_edited)
         self.option_name = QComboBox()
+        self.option_name.setSizeAdjustPolicy(QComboBox.AdjustToContents)  # "weight_decay" reads whole
         self.option_value = QLineEdit()
         self.option_value.setPlaceholderText("value")
         self.apply_option = QPushButton("Set")
         self.apply_option.clicked.connect(self._option_edited)
         self.option_value.returnPressed.connect(self._option_edited)
-        live = QFormLayout()
+        live = QGridLayout()  # the option combo stands in the label column, so "weight_decay" reads whole
         live.setContentsMargins(6, 6, 6, 6)
-        row = QHBoxLayout()
-        row.addWidget(self.lr, 1)
-        row.addWidget(self.apply_lr)
-        live.addRow("Learning rate", row)
-        row2 = QHBoxLayout()
-        row2.addWidget(self.option_name)
-        row2.addWidget(self.option_value, 1)
-        row2.addWidget(self.apply_option)
-        live.addRow("Option", row2)
+        live.setColumnStretch(1, 1)
+        live.addWidget(QLabel("Learning rate"), 0, 0)
+        live.addWidget(self.lr, 0, 1)
+        live.addWidget(self.apply_lr, 0, 2)
+        live.addWidget(self.option_name, 1, 0)
+        live.addWidget(self.option_value, 1, 1)
+        live.addWidget(self.apply_option, 1, 2)
+        self.option_name.setToolTip("Optimiser option to change while training")
         live_box = QGroupBox("Change while training")
         live_box.setLayout(live)
 
@@ -213,15 +214,12 @@ class TrainingPanel(QWidget):
 
     def set_state(self, state: str, has_weights: bool = False) -> None:
         """Enable what makes sense in `state` (ready, building, running, paused, stopping, finished,
-        stopped, early_stopped, failed)."""
+        stopped, early_stopped, failed); `has_weights`: a stopped run can be continued."""
         self.state = state
         active = state in ACTIVE_STATES
         self.start_button.setEnabled(not active)
-        self.start_button.setText("Continue" if has_weights and not active else "Start")
-        self.start_button.setToolTip("Continue training these weights in a new run segment" if has_weights
-                                     else "Train the graph on the canvas (a new run)")
         self.pause_button.setEnabled(state == "running")
-        self.resume_button.setEnabled(state == "paused")
+        self.resume_button.setEnabled(state == "paused" or (state == "stopped" and has_weights))
         self.step_button.setEnabled(state in ("running", "paused"))
         self.stop_button.setEnabled(state in ("building", "running", "paused"))
         self.reset_button.setEnabled(not active and has_weights)

@@ -104,6 +104,7 @@ class ControlEvent(_Record):
     detail: dict[str, Any] = field(default_factory=dict)
     epoch: int | None = None
     step: int | None = None
+    batch: int | None = None  # the batch of `epoch` that comes next (an lr change applies from it on)
     kind = "event"
 
 

@@ -304,7 +304,7 @@ class Trainer:
         self._emit("on_state", state)
 
     def _event(self, event: str, **detail: Any) -> None:
-        self._emit("on_event", ControlEvent(event, detail, self.epoch, self.step))
+        self._emit("on_event", ControlEvent(event, detail, self.epoch, self.step, self.batch))
 
     def _finding(self, finding: Finding) -> None:
         self._emit("on_finding", finding)
@@ -429,6 +429,9 @@ class Trainer:
             raise
         if self.run_dir is not None and status != "failed":
             self.save_checkpoint(self.run_dir / "last.ckpt")
+        if status == "stopped":  # a later run() continues from the cursor, running
+            self._stop.clear()
+            self._paused, self._step_budget = False, 0
         summary = self._summary(status, started, error)
         self._set_state(status)
         self._emit("on_run_end", summary)
