@@ -7,7 +7,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from . import _cuda_step
-from .optimizer import Optimizer, _state_tensor
+from ._state import bump_versions, check_non_negative, init_adam_state
+from .optimizer import Optimizer
 
 
 def lerp_(start: np.ndarray, end: np.ndarray, weight: float, tmp: np.ndarray) -> None:
@@ -29,6 +30,23 @@ def addcmul_sq_(acc: np.ndarray, g: np.ndarray, value: float, tmp: np.ndarray) -
     np.add(acc, tmp, out=acc)
 
 
+def grad_with_decay(opt: Optimizer, p, maximize: bool, weight_decay: float) -> np.ndarray:
+    """p's gradient, negated when maximizing, plus weight_decay * p (PyTorch's coupled L2), in scratch memory
+    (the gradient itself is returned when there is nothing to add)."""
+    g = p._grad._arr
+    if not maximize and weight_decay == 0:
+        return g
+    d = opt._tmp(p, "d")
+    if maximize:
+        np.negative(g, out=d)
+        g = d
+    if weight_decay != 0:
+        t = opt._tmp(p, "t")
+        np.multiply(p._arr, weight_decay, out=t)
+        np.add(g, t, out=d)
+    return d
+
+
 class Adam(Optimizer):
     def __init__(
         self,
@@ -46,16 +64,11 @@ class Adam(Optimizer):
         fused=None,
         decoupled_weight_decay: bool = False,
     ):
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if eps < 0.0:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_non_negative(lr=lr, eps=eps)
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        check_non_negative(weight_decay=weight_decay)
         if fused:
             raise RuntimeError(f"fused=True is not supported by Wiregrad's {type(self).__name__}")
         defaults = dict(
@@ -85,29 +98,14 @@ class Adam(Optimizer):
                 _cuda_step.adam(p, self.state[p], group)
                 continue
             P = p._arr
-            g = p._grad._arr
             st = self.state[p]
-            if not st:
-                st["step"] = _state_tensor(0.0)
-                st["exp_avg"] = self._zeros_state(p)
-                st["exp_avg_sq"] = self._zeros_state(p)
-                if amsgrad:
-                    st["max_exp_avg_sq"] = self._zeros_state(p)
+            init_adam_state(st, amsgrad, lambda: self._zeros_state(p))  # noqa: B023 - called right here
             step_arr = st["step"]._arr
             np.add(step_arr, 1, out=step_arr)
+            if wd != 0 and decoupled:
+                np.multiply(P, 1 - lr * wd, out=P)
+            g = grad_with_decay(self, p, maximize, 0 if decoupled else wd)
             t = self._tmp(p, "t")
-            if maximize:
-                d = self._tmp(p, "d")
-                np.negative(g, out=d)
-                g = d
-            if wd != 0:
-                if decoupled:
-                    np.multiply(P, 1 - lr * wd, out=P)
-                else:
-                    d = self._tmp(p, "d")
-                    np.multiply(P, wd, out=t)
-                    np.add(g, t, out=d)
-                    g = d
             M, V = st["exp_avg"]._arr, st["exp_avg_sq"]._arr
             lerp_(M, g, 1 - beta1, t)
             np.multiply(V, beta2, out=V)
@@ -128,13 +126,12 @@ class Adam(Optimizer):
             np.multiply(M, -step_size, out=t)
             np.divide(t, denom, out=t)
             np.add(P, t, out=P)
-            for k in st:
-                st[k]._storage.version += 1
-            p._storage.version += 1
+            bump_versions(p, st)
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay: p *= 1 - lr * weight_decay before the Adam step."""
+    """Adam with decoupled weight decay: p *= 1 - lr * weight_decay before the Adam step. Keyword-only options
+    (maximize, foreach, capturable, differentiable, fused) are Adam's."""
 
     def __init__(
         self,
@@ -144,24 +141,8 @@ class AdamW(Adam):
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
-        *,
-        maximize: bool = False,
-        foreach=None,
-        capturable: bool = False,
-        differentiable: bool = False,
-        fused=None,
+        **options,
     ):
         super().__init__(
-            params,
-            lr,
-            betas,
-            eps,
-            weight_decay,
-            amsgrad,
-            foreach=foreach,
-            maximize=maximize,
-            capturable=capturable,
-            differentiable=differentiable,
-            fused=fused,
-            decoupled_weight_decay=True,
+            params, lr, betas, eps, weight_decay, amsgrad, decoupled_weight_decay=True, **options
         )

@@ -8,23 +8,9 @@ import numpy as np
 
 from ..tensor import _wrap_array
 from . import _cuda_step
-from .adam import addcmul_sq_, lerp_
+from ._state import bump_versions, check_non_negative, init_rmsprop_state
+from .adam import addcmul_sq_, grad_with_decay, lerp_
 from .optimizer import Optimizer, _state_tensor
-
-
-def _maybe_decay(opt: Optimizer, p, g: np.ndarray, maximize: bool, wd: float) -> np.ndarray:
-    """grad (negated when maximizing) + weight_decay * param, in scratch memory."""
-    if not maximize and wd == 0:
-        return g
-    d = opt._tmp(p, "d")
-    if maximize:
-        np.negative(g, out=d)
-        g = d
-    if wd != 0:
-        t = opt._tmp(p, "t")
-        np.multiply(p._arr, wd, out=t)
-        np.add(g, t, out=d)
-    return d
 
 
 class RMSprop(Optimizer):
@@ -42,16 +28,7 @@ class RMSprop(Optimizer):
         maximize: bool = False,
         differentiable: bool = False,
     ):
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if eps < 0.0:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if alpha < 0.0:
-            raise ValueError(f"Invalid alpha value: {alpha}")
+        check_non_negative(lr=lr, eps=eps, momentum=momentum, weight_decay=weight_decay, alpha=alpha)
         defaults = dict(
             lr=lr,
             momentum=momentum,
@@ -77,15 +54,9 @@ class RMSprop(Optimizer):
                 _cuda_step.rmsprop(p, self.state[p], group)
                 continue
             st = self.state[p]
-            if not st:
-                st["step"] = _state_tensor(0.0)
-                st["square_avg"] = self._zeros_state(p)
-                if mom > 0:
-                    st["momentum_buffer"] = self._zeros_state(p)
-                if centered:
-                    st["grad_avg"] = self._zeros_state(p)
+            init_rmsprop_state(st, mom, centered, lambda: self._zeros_state(p))  # noqa: B023 - called right here
             np.add(st["step"]._arr, 1, out=st["step"]._arr)
-            g = _maybe_decay(self, p, p._grad._arr, group["maximize"], wd)
+            g = grad_with_decay(self, p, group["maximize"], wd)
             t = self._tmp(p, "t")
             S = st["square_avg"]._arr
             np.multiply(S, alpha, out=S)
@@ -112,9 +83,7 @@ class RMSprop(Optimizer):
                 np.multiply(g, -lr, out=t)
                 np.divide(t, avg, out=t)
             np.add(P, t, out=P)
-            for v in st.values():
-                v._storage.version += 1
-            p._storage.version += 1
+            bump_versions(p, st)
 
 
 class Adagrad(Optimizer):
@@ -132,16 +101,13 @@ class Adagrad(Optimizer):
         differentiable: bool = False,
         fused=None,
     ):
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if lr_decay < 0.0:
-            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if initial_accumulator_value < 0.0:
-            raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
-        if eps < 0.0:
-            raise ValueError(f"Invalid epsilon value: {eps}")
+        check_non_negative(
+            lr=lr,
+            lr_decay=lr_decay,
+            weight_decay=weight_decay,
+            initial_accumulator_value=initial_accumulator_value,
+            eps=eps,
+        )
         defaults = dict(
             lr=lr,
             lr_decay=lr_decay,
@@ -174,7 +140,7 @@ class Adagrad(Optimizer):
             step_arr = st["step"]._arr
             np.add(step_arr, 1, out=step_arr)
             step = float(step_arr)
-            g = _maybe_decay(self, p, p._grad._arr, group["maximize"], group["weight_decay"])
+            g = grad_with_decay(self, p, group["maximize"], group["weight_decay"])
             clr = lr / (1 + (step - 1) * lr_decay)
             t = self._tmp(p, "t")
             Sum = st["sum"]._arr
@@ -185,5 +151,4 @@ class Adagrad(Optimizer):
             np.multiply(g, -clr, out=t)
             np.divide(t, std, out=t)
             np.add(p._arr, t, out=p._arr)
-            st["sum"]._storage.version += 1
-            p._storage.version += 1
+            bump_versions(p, st)
