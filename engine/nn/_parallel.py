@@ -2,9 +2,9 @@
 ufuncs and BLAS calls, so two threads really run two halves of a batch at once.
 
 The pool follows NumPy's BLAS thread count (threadpoolctl, OPENBLAS_NUM_THREADS/OMP_NUM_THREADS): one
-setting caps both, and at one thread there is no pool at all. Work is cut into more chunks than threads
-and claimed from a shared counter, with the calling thread claiming too: a worker that the OS has not
-scheduled yet costs nothing, because the caller takes its chunks."""
+setting caps both, and at one thread there is no pool at all. Chunks are claimed from a shared counter,
+the calling thread claiming too: a worker that the OS has not scheduled yet costs nothing, because the
+caller takes its chunk."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 MIN_CHUNK_ELEMENTS = 32768  # below this a chunk's NumPy calls cost less than waking a thread (~20 us)
-CHUNKS_PER_THREAD = 2
+CHUNKS_PER_THREAD = 1  # 2 cost 10-30% more CPU (more NumPy calls, more GIL hand-overs) on LeNet's kernels
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None

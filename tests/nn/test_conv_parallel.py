@@ -40,7 +40,7 @@ def test_one_blas_thread_means_one_chunk():
 
 def test_chunks_cover_the_batch_in_order_and_small_work_stays_whole(two_threads):
     parts = P.chunks(7, 10**6)
-    assert len(parts) == 4  # two per thread
+    assert len(parts) == 2 * P.CHUNKS_PER_THREAD
     assert parts[0][0] == 0 and parts[-1][1] == 7
     assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
     assert P.chunks(64, 10) == [(0, 64)]  # 640 elements: not worth waking a thread
@@ -77,8 +77,10 @@ def test_run_from_inside_a_part_does_not_wait_on_the_pool(two_threads):
     assert out == [3, 4]
 
 
-CONV_CASES = [
+CONV_CASES = [  # odd batch sizes, so the chunks differ in size
     dict(shape=(5, 3, 9, 8), w=(4, 3, 3, 3), stride=1, padding=1, dilation=1, groups=1),
+    dict(shape=(5, 2, 6, 21), w=(3, 2, 3, 2), stride=1, padding=(0, 1), dilation=1, groups=1),
+    dict(shape=(5, 3, 11, 9), w=(4, 3, 2, 3), stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=1),
     dict(shape=(5, 4, 9, 7), w=(6, 2, 3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2),
 ]
 
