@@ -46,6 +46,15 @@ _NAMES.update({"float": float32, "double": float64, "half": float16, "long": int
 _default_float = float32
 
 
+_TORCH_SCALAR_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+                       "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double"}
+
+
+def scalar_type_name(d: dtype) -> str:
+    """PyTorch's C++ name of a dtype, as its kernel errors spell it: 'Long', 'Float', 'Half'..."""
+    return _TORCH_SCALAR_NAMES[d.name]
+
+
 def _by_name(name: str) -> dtype:
     return _NAMES[name]
 

@@ -6,6 +6,7 @@ import numpy as np
 from .. import _strides as S
 from .. import dtypes as D
 from ..autograd.function import Function
+from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
 from . import elementwise as E
 from .views import basic_getitem
@@ -171,6 +172,10 @@ def _value_for(x: Tensor, value):
 
 
 def setitem(x: Tensor, index, value) -> None:
+    if isinstance(value, (list, tuple, np.ndarray)):  # PyTorch takes only tensors and numbers here
+        kind = "numpy.ndarray" if isinstance(value, np.ndarray) else type(value).__name__
+        raise TypeError(f"can't assign a {kind} to a engine.{D.scalar_type_name(x._dtype)}Tensor; "
+                        "wrap it in engine.tensor(...) first")
     index = _normalise_index(index)
     value = _value_for(x, value)
     if _is_basic(index):
@@ -227,8 +232,8 @@ def _full_index(index_arr, dim: int):
 
 
 def _check_gather(name, x: Tensor, dim: int, index: Tensor, src_shape=None):
-    if index._dtype is not D.int64:
-        raise RuntimeError(f"{name}(): Expected dtype int64 for index")
+    if index._dtype not in (D.int64, D.int32):
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
     if index.ndim != x.ndim and not (index.ndim <= 1 and x.ndim <= 1):
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     for d in range(index.ndim):
@@ -351,7 +356,12 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if src is None:
         src = value
     _check_gather("scatter", input, d, index, src._shape if isinstance(src, Tensor) else None)
-    return Scatter.apply(input, d, index, src, reduce)
+    node = ScatterBackward0 if isinstance(src, Tensor) else ScatterBackward1
+    return node.apply(input, d, index, src, reduce)
+
+
+ScatterBackward0 = torch_node(Scatter, "ScatterBackward0")  # src tensor
+ScatterBackward1 = torch_node(Scatter, "ScatterBackward1")  # scalar value
 
 
 def scatter_(input, dim, index, src=None, *, value=None, reduce=None):
@@ -377,19 +387,31 @@ def scatter_(input, dim, index, src=None, *, value=None, reduce=None):
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    if index._dtype._cat != 1:
-        raise RuntimeError("index_select(): Expected dtype int32/int64 for index")
+    if index._dtype not in (D.int64, D.int32):
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     d = S.wrap_dim(dim, input.ndim) if input.ndim else 0
+    n = input._shape[d] if input.ndim else 1
+    if index.numel() and (int(index._arr.max()) >= n or int(index._arr.min()) < -n):
+        raise IndexError("index out of range in self")
     if not input.ndim:
-        return Index.apply(input.reshape(1), (index._arr.reshape(-1),)).reshape(())
-    return Index.apply(input, (slice(None),) * d + (index._arr.reshape(-1),))
+        return IndexSelectBackward0.apply(input.reshape(1), (index._arr.reshape(-1),)).reshape(())
+    return IndexSelectBackward0.apply(input, (slice(None),) * d + (index._arr.reshape(-1),))
+
+
+IndexSelectBackward0 = torch_node(Index, "IndexSelectBackward0")
+TakeBackward0 = torch_node(Index, "TakeBackward0")
+MaskedSelectBackward0 = torch_node(Index, "MaskedSelectBackward0")
+IndexAddBackward0 = torch_node(IndexPut, "IndexAddBackward0")
+IndexFillBackward0 = torch_node(IndexPut, "IndexFillBackward0")
+MaskedScatterBackward0 = torch_node(IndexPut, "MaskedScatterBackward0")
+MaskedFillBackward0 = torch_node(E.Where, "MaskedFillBackward0")
 
 
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     d = S.wrap_dim(dim, input.ndim)
     if alpha != 1:
         source = source * alpha
-    return IndexPut.apply(input, source, (slice(None),) * d + (index._arr,), True)
+    return IndexAddBackward0.apply(input, source, (slice(None),) * d + (index._arr,), True)
 
 
 def index_add_(input, dim, index, source, *, alpha=1):
@@ -404,7 +426,8 @@ def index_add_(input, dim, index, source, *, alpha=1):
 
 def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     d = S.wrap_dim(dim, input.ndim)
-    return IndexPut.apply(input, _value_for(input, value), (slice(None),) * d + (index._arr,), False)
+    index = (slice(None),) * d + (index._arr,)
+    return IndexFillBackward0.apply(input, _value_for(input, value), index, False)
 
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
@@ -421,11 +444,10 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
         raise RuntimeError(
             f"The size of tensor a ({input._shape}) must match the size of tensor b ({mask._shape})"
         )
-    if isinstance(value, Tensor):
-        value = value.to(input._dtype)
-    elif input._dtype._cat < E._scalar_cat(value):
-        raise RuntimeError(f"value cannot be converted to type {input._dtype.name} without overflow")
-    return E.where(mask, value, input)
+    # the value takes the input's dtype (1.5 fills an int64 tensor with 1), like PyTorch
+    dt = input._dtype
+    value = value.to(dt) if isinstance(value, Tensor) else _wrap_array(np.array(value, dt.np))
+    return MaskedFillBackward0.apply(mask, value, input)
 
 
 def masked_fill_(input, mask, value):
@@ -434,22 +456,21 @@ def masked_fill_(input, mask, value):
 
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     shape = S.broadcast_shapes(input._shape, mask._shape)
-    return Index.apply(input.expand(shape), (np.broadcast_to(mask._arr, shape),))
+    return MaskedSelectBackward0.apply(input.expand(shape), (np.broadcast_to(mask._arr, shape),))
 
 
 def masked_scatter(input, mask, source):
     shape = S.broadcast_shapes(input._shape, mask._shape)
     m = np.broadcast_to(mask._arr, shape)
     n = int(m.sum())
-    return IndexPut.apply(input.expand(shape).clone(), source.reshape(-1)[:n], (m,), False)
+    return MaskedScatterBackward0.apply(input.expand(shape).clone(), source.reshape(-1)[:n], (m,), False)
 
 
 def nonzero(input: Tensor, *, as_tuple: bool = False):
     a = input._arr
-    if as_tuple:
-        if a.ndim == 0:
-            return (_wrap_array(np.zeros(int(bool(a)), dtype=np.int64)),)
-        return tuple(_wrap_array(i.astype(np.int64)) for i in np.nonzero(a))
+    if as_tuple:  # views of one (ndim, n) tensor, like PyTorch
+        rows = np.zeros((1, int(bool(a))), np.int64) if a.ndim == 0 else np.array(np.nonzero(a), np.int64)
+        return _wrap_array(rows.reshape(max(a.ndim, 1), -1)).unbind(0)
     if a.ndim == 0:
         return _wrap_array(np.zeros((int(bool(a)), 0), dtype=np.int64))
     return _wrap_array(np.argwhere(a).astype(np.int64))
@@ -460,7 +481,7 @@ def argwhere(input):
 
 
 def take(input: Tensor, index: Tensor) -> Tensor:
-    return Index.apply(input.reshape(-1), (index._arr,))
+    return TakeBackward0.apply(input.reshape(-1), (index._arr,))
 
 
 def take_along_dim(input, indices, dim):

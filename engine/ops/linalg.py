@@ -7,6 +7,7 @@ from .. import _strides as S
 from ..amp import _state as _amp_state
 from ..amp import autocast_cast
 from ..autograd.function import Function
+from ..autograd.naming import torch_node
 from ..tensor import Tensor
 
 
@@ -20,7 +21,8 @@ def _check_same(a: Tensor, b: Tensor, name: str) -> None:
 
 
 class Matmul(Function):
-    """a @ b for a, b of >= 2 dims with broadcast batch dims; the engine sums broadcast grads back."""
+    """a @ b with NumPy's matmul rules (1-D operands, broadcast batch dims); the engine sums broadcast
+    gradients back to each input's shape."""
 
     _raw = True
 
@@ -36,16 +38,41 @@ class Matmul(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
+        da, db = len(a._shape), len(b._shape)
+        if da == 1 and db == 1:
+            return (g * b if ctx.needs_input_grad[0] else None), (g * a if ctx.needs_input_grad[1] else None)
+        if da == 1:  # a vector is a one-row matrix, b a vector a one-column matrix
+            a, g = a.unsqueeze(0), g.unsqueeze(-2)
+        if db == 1:
+            b, g = b.unsqueeze(-1), g.unsqueeze(-1)
         ga = g @ b.mT if ctx.needs_input_grad[0] else None
         gb = a.mT @ g if ctx.needs_input_grad[1] else None
+        if ga is not None and da == 1:
+            ga = ga.squeeze(-2)
+        if gb is not None and db == 1:
+            gb = gb.squeeze(-1)
         return ga, gb
 
-    def name(self):
-        return "MmBackward0" if len(self._input_meta[0][0]) == 2 and len(self._input_meta[1][0]) == 2 \
-            else "BmmBackward0"
+
+# PyTorch names the node after the kernel its matmul dispatches to (batched operands are folded into a
+# matrix product and viewed back, or expanded and cloned)
+_MATMUL_NODES = {n: torch_node(Matmul, n) for n in (
+    "MmBackward0", "BmmBackward0", "DotBackward0", "MvBackward0", "SqueezeBackward4", "UnsafeViewBackward0",
+    "CloneBackward0")}
 
 
-def matmul(input: Tensor, other: Tensor) -> Tensor:
+def _matmul_node(sa, sb):
+    da, db = len(sa), len(sb)
+    if da <= 2 and db <= 2:
+        names = ("DotBackward0", "SqueezeBackward4", "MvBackward0", "MmBackward0")
+        return _MATMUL_NODES[names[(da - 1) * 2 + db - 1]]
+    if da == 2 or (da >= 3 and db >= 3 and sa[:-2] != sb[:-2]):
+        return _MATMUL_NODES["CloneBackward0"]
+    return _MATMUL_NODES["UnsafeViewBackward0"]
+
+
+def _prepare(input: Tensor, other: Tensor):
+    """The operands of a matrix product after autocast, or PyTorch's error naming both shapes."""
     if not isinstance(other, Tensor) or not isinstance(input, Tensor):
         raise TypeError(f"matmul(): argument 'other' must be Tensor, not {type(other).__name__}")
     if _amp_state.any:  # autocast: run in half precision
@@ -54,43 +81,46 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     da, db = input.ndim, other.ndim
     if da == 0 or db == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {da}D and {db}D")
-    a = input.unsqueeze(0) if da == 1 else input
-    b = other.unsqueeze(-1) if db == 1 else other
-    if a._shape[-1] != b._shape[-2]:
+    sa = (1,) + input._shape if da == 1 else input._shape
+    sb = other._shape + (1,) if db == 1 else other._shape
+    if sa[-1] != sb[-2]:
         if da <= 2 and db <= 2:
-            sa = "x".join(map(str, a._shape))
-            sb = "x".join(map(str, b._shape))
             if da == 1 and db == 1:
                 raise RuntimeError(f"inconsistent tensor size, expected tensor [{input._shape[0]}] and src "
                                    f"[{other._shape[0]}] to have the same number of elements, but got "
                                    f"{input._shape[0]} and {other._shape[0]} elements respectively")
-            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({sa} and {sb})")
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, sa))} and "
+                               f"{'x'.join(map(str, sb))})")
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
-                           f"[{list(b._shape[:-2])}, {a._shape[-1]}] but got: {list(b._shape)}; matmul of "
+                           f"[{list(sb[:-2])}, {sa[-1]}] but got: {list(sb)}; matmul of "
                            f"{list(input._shape)} and {list(other._shape)}")
-    if a._shape[:-2] != b._shape[:-2]:
+    if sa[:-2] != sb[:-2]:
         try:
-            S.broadcast_shapes(a._shape[:-2], b._shape[:-2])
+            S.broadcast_shapes(sa[:-2], sb[:-2])
         except RuntimeError as e:
             raise RuntimeError(
                 f"matmul: batch dimensions of {list(input._shape)} and {list(other._shape)} do not "
                 f"broadcast: {e}"
             ) from None
-    out = Matmul.apply(a, b)
-    if da == 1:
-        out = out.squeeze(-2)
-    if db == 1:
-        out = out.squeeze(-1)
-    return out
+    return input, other
+
+
+def matmul(input: Tensor, other: Tensor) -> Tensor:
+    input, other = _prepare(input, other)
+    return _matmul_node(input._shape, other._shape).apply(input, other)
+
+
+def _check_mm(input: Tensor, mat2: Tensor) -> None:
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"{'self' if input.ndim != 2 else 'mat2'} must be a matrix")
 
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
-    if input.ndim != 2 or mat2.ndim != 2:
-        raise RuntimeError(f"{'self' if input.ndim != 2 else 'mat2'} must be a matrix")
+    _check_mm(input, mat2)
     return matmul(input, mat2)
 
 
-def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+def _check_bmm(input: Tensor, mat2: Tensor) -> None:
     if input.ndim != 3 or mat2.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor" if input.ndim != 3 else "batch2 must be a 3D tensor")
     if input._shape[0] != mat2._shape[0]:
@@ -98,7 +128,11 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
             f"Expected size for first two dimensions of batch2 tensor to be: [{input._shape[0]}, "
             f"{input._shape[2]}] but got: [{mat2._shape[0]}, {mat2._shape[1]}]."
         )
-    return matmul(input, mat2)
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    _check_bmm(input, mat2)
+    return _MATMUL_NODES["BmmBackward0"].apply(*_prepare(input, mat2))
 
 
 def mv(input, vec):
@@ -121,18 +155,57 @@ def outer(input, vec2):
 ger = outer
 
 
+class Addmm(Function):
+    """beta * input + alpha * (m1 @ m2), input broadcast to the product's shape (addmm, baddbmm)."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, input, m1, m2, beta, alpha):
+        ctx.save_for_backward(m1, m2)
+        ctx.beta, ctx.alpha = beta, alpha
+        p = np.matmul(m1._arr, m2._arr)
+        if alpha != 1:
+            p = p * alpha
+        if beta == 0:  # PyTorch ignores input then, NaN included
+            return np.broadcast_to(np.zeros((), p.dtype), p.shape) + p
+        return p + (input._arr if beta == 1 else input._arr * beta)
+
+    @staticmethod
+    def backward(ctx, g):
+        m1, m2 = ctx.saved_tensors
+        nig = ctx.needs_input_grad
+        gi = (g if ctx.beta == 1 else g * ctx.beta) if nig[0] else None
+        ga = g @ m2.mT if nig[1] else None
+        gb = m1.mT @ g if nig[2] else None
+        if ctx.alpha != 1:
+            ga = ga * ctx.alpha if ga is not None else None
+            gb = gb * ctx.alpha if gb is not None else None
+        return gi, ga, gb, None, None
+
+
+AddmmBackward0, BaddbmmBackward0 = torch_node(Addmm, "AddmmBackward0"), torch_node(Addmm, "BaddbmmBackward0")
+
+
+def _addmm(node, input, m1, m2, beta, alpha, check):
+    check(m1, m2)  # the product's own shape errors
+    m1, m2 = _prepare(m1, m2)
+    if input._dtype is not m1._dtype and _amp_state.any:
+        input = input.to(m1._dtype)
+    out_shape = m1._shape[:-1] + m2._shape[-1:]
+    if S.broadcast_shapes(input._shape, out_shape) != out_shape:
+        raise RuntimeError(f"The expanded size of input {list(input._shape)} must match the product's size "
+                           f"{list(out_shape)}")
+    _check_same(m1, input, node.__name__[:-9].lower())
+    return node.apply(input, m1, m2, beta, alpha)
+
+
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    r = mm(mat1, mat2)
-    if alpha != 1:
-        r = r * alpha
-    return r + (input if beta == 1 else input * beta)
+    return _addmm(AddmmBackward0, input, mat1, mat2, beta, alpha, _check_mm)
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    r = bmm(batch1, batch2)
-    if alpha != 1:
-        r = r * alpha
-    return r + (input if beta == 1 else input * beta)
+    return _addmm(BaddbmmBackward0, input, batch1, batch2, beta, alpha, _check_bmm)
 
 
 def einsum(equation: str, *operands):

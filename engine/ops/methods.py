@@ -85,7 +85,8 @@ METHODS = {
     "tile": SH.tile, "repeat_interleave": SH.repeat_interleave, "tril": SH.tril, "triu": SH.triu,
     "diag": SH.diag,
     "sort": SO.sort, "argsort": SO.argsort, "topk": SO.topk, "kthvalue": SO.kthvalue, "median": SO.median,
-    "unique": SO.unique, "bincount": SO.bincount,
+    "unique": SO.unique, "unique_consecutive": SO.unique_consecutive,
+    "bincount": SO.bincount,
     "matmul": L.matmul, "mm": L.mm, "bmm": L.bmm, "mv": L.mv, "dot": L.dot, "outer": L.outer,
     "addmm": L.addmm,
     # random in-place

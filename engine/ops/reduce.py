@@ -9,6 +9,7 @@ import numpy as np
 from .. import _strides as S
 from .. import dtypes as D
 from ..autograd.function import Function
+from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
 
 values_indices = namedtuple("values_indices", ["values", "indices"])
@@ -56,8 +57,12 @@ class Sum(Function):
         return _expand_back(g, ctx.in_shape, ctx.axes, ctx.keepdim)
 
 
+SumBackward0, SumBackward1 = torch_node(Sum, "SumBackward0"), torch_node(Sum, "SumBackward1")  # all / dims
+
+
 def sum(input, dim=None, keepdim=False, *, dtype=None):
-    return Sum.apply(input, _axes(input, dim), keepdim, _sum_dtype(input, dtype))
+    node = SumBackward0 if dim is None else SumBackward1
+    return node.apply(input, _axes(input, dim), keepdim, _sum_dtype(input, dtype))
 
 
 class SumToSize(Function):
@@ -86,7 +91,10 @@ def sum_to_size(x: Tensor, shape) -> Tensor:
         return x
     if S.broadcast_shapes(shape, x._shape) != x._shape:
         raise RuntimeError(f"size {list(shape)} is not expandable to size {list(x._shape)}")
-    return SumToSize.apply(x, shape)
+    return SumToSizeBackward1.apply(x, shape)
+
+
+SumToSizeBackward1 = torch_node(SumToSize, "SumBackward1")
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
@@ -95,7 +103,13 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
             f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
             f"complex dtype. Got: {input._dtype.name.capitalize()}"
         )
-    return Mean.apply(input, _axes(input, dim), keepdim, _sum_dtype(input, dtype))
+    dt = _sum_dtype(input, dtype)
+    if not dt.is_floating_point:
+        raise RuntimeError(
+            f"mean(): could not infer output dtype. Optional dtype must be either a floating point or "
+            f"complex dtype. Got: {D.scalar_type_name(dt)}"
+        )
+    return (MeanBackward0 if dim is None else MeanBackward1).apply(input, _axes(input, dim), keepdim, dt)
 
 
 class Mean(Function):
@@ -120,11 +134,15 @@ class Mean(Function):
         return _expand_back(g / ctx.n, ctx.in_shape, ctx.axes, ctx.keepdim)
 
 
+MeanBackward0, MeanBackward1 = torch_node(Mean, "MeanBackward0"), torch_node(Mean, "MeanBackward1")
+
+
 class Var(Function):
     _raw = True
+    _np_fn = staticmethod(np.var)
 
-    @staticmethod
-    def forward(ctx, x, axes, correction, keepdim):
+    @classmethod
+    def forward(cls, ctx, x, axes, correction, keepdim):
         ctx.save_for_backward(x)
         ctx.axes, ctx.correction, ctx.keepdim = axes, correction, keepdim
         n = 1
@@ -132,7 +150,7 @@ class Var(Function):
             n *= x._shape[a]
         ctx.n = n
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.var(x._arr, axis=axes, ddof=correction, keepdims=keepdim)
+            return cls._np_fn(x._arr, axis=axes, ddof=correction, keepdims=keepdim)
 
     @staticmethod
     def backward(ctx, g):
@@ -150,14 +168,44 @@ def _correction(unbiased, correction):
     return 1 if unbiased in (None, True) else 0
 
 
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+VarBackward0 = torch_node(Var, "VarBackward0")
+
+
+class Std(Var):
+    """sqrt(var), one node: d std = d var / (2 std)."""
+
+    _save_output = True
+    _np_fn = staticmethod(np.std)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        out = _expand_back(ctx.saved_output, x._shape, ctx.axes, ctx.keepdim)
+        g = _expand_back(g, x._shape, ctx.axes, ctx.keepdim)
+        if ctx.n - ctx.correction <= 0:
+            return g * float("nan")
+        return g * (x - x.mean(dim=ctx.axes, keepdim=True)) / (out * (ctx.n - ctx.correction))
+
+
+StdBackward0 = torch_node(Std, "StdBackward0")
+
+
+def _var_args(input, dim, unbiased):
+    if not input._dtype.is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
     if isinstance(dim, bool):  # var(x, False) means unbiased=False, like PyTorch
         dim, unbiased = None, dim
-    return Var.apply(input, _axes(input, dim), _correction(unbiased, correction), keepdim)
+    return dim, unbiased
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    dim, unbiased = _var_args(input, dim, unbiased)
+    return VarBackward0.apply(input, _axes(input, dim), _correction(unbiased, correction), keepdim)
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
+    dim, unbiased = _var_args(input, dim, unbiased)
+    return StdBackward0.apply(input, _axes(input, dim), _correction(unbiased, correction), keepdim)
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -203,9 +251,13 @@ class Prod(Function):
         return g * others
 
 
+ProdBackward0, ProdBackward1 = torch_node(Prod, "ProdBackward0"), torch_node(Prod, "ProdBackward1")
+
+
 def prod(input, dim=None, keepdim=False, *, dtype=None):
-    r = Prod.apply(input, _axes(input, dim), keepdim)
-    return r.to(D.as_dtype(dtype)) if dtype is not None else r
+    if dtype is not None:  # PyTorch casts the input first: prod([1.5, 2.5], dtype=int64) is 2
+        input = input.to(D.as_dtype(dtype))
+    return (ProdBackward0 if dim is None else ProdBackward1).apply(input, _axes(input, dim), keepdim)
 
 
 class MaxMin(Function):
@@ -215,11 +267,6 @@ class MaxMin(Function):
 
     @staticmethod
     def forward(ctx, x, axes, keepdim, is_max):
-        if x.numel() == 0:
-            raise RuntimeError(
-                f"{'max' if is_max else 'min'}(): Expected reduction dim to be specified for "
-                "input.numel() == 0. Specify the reduction dim with the 'dim' argument."
-            )
         r = (np.max if is_max else np.min)(x._arr, axis=axes, keepdims=True)
         ctx.save_for_backward(x)
         ctx.axes, ctx.keepdim, ctx.r = axes, keepdim, r
@@ -235,12 +282,30 @@ class MaxMin(Function):
         return g * mask / count
 
 
+MaxBackward1, MinBackward1 = torch_node(MaxMin, "MaxBackward1"), torch_node(MaxMin, "MinBackward1")  # max()
+AmaxBackward0, AminBackward0 = torch_node(MaxMin, "AmaxBackward0"), torch_node(MaxMin, "AminBackward0")
+
+
+def _reduce_extreme(node, input, dim, keepdim, is_max, name):
+    """max()/amax(): values over `dim` (all dims when None or ()), PyTorch's checks for empty inputs."""
+    axes = _axes(input, dim if dim != () else None)
+    if dim is None and input.numel() == 0:
+        raise RuntimeError(
+            f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+            "reduction dim with the 'dim' argument."
+        )
+    for a in axes:
+        if input._shape[a] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
+    return node.apply(input, axes, keepdim, is_max)
+
+
 def amax(input, dim=(), keepdim=False):
-    return MaxMin.apply(input, _axes(input, dim if dim != () else None), keepdim, True)
+    return _reduce_extreme(AmaxBackward0, input, dim, keepdim, True, "amax")
 
 
 def amin(input, dim=(), keepdim=False):
-    return MaxMin.apply(input, _axes(input, dim if dim != () else None), keepdim, False)
+    return _reduce_extreme(AminBackward0, input, dim, keepdim, False, "amin")
 
 
 class MaxMinDim(Function):
@@ -286,6 +351,9 @@ class MaxMinDim(Function):
         return scatter_into_zeros(ctx.in_shape, ctx.d, idx, g)
 
 
+MaxBackward0, MinBackward0 = torch_node(MaxMinDim, "MaxBackward0"), torch_node(MaxMinDim, "MinBackward0")
+
+
 def _max_min(input, dim, keepdim, other, is_max):
     if isinstance(dim, Tensor) and other is None:
         dim, other = None, dim
@@ -294,9 +362,10 @@ def _max_min(input, dim, keepdim, other, is_max):
 
         return maximum(input, other) if is_max else minimum(input, other)
     if dim is None:
-        return MaxMin.apply(input, _axes(input, None), False, is_max)
+        node, name = (MaxBackward1, "max") if is_max else (MinBackward1, "min")
+        return _reduce_extreme(node, input, None, False, is_max, name)
     d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
-    v, i = MaxMinDim.apply(input, d, keepdim, is_max)
+    v, i = (MaxBackward0 if is_max else MinBackward0).apply(input, d, keepdim, is_max)
     return values_indices(v, i)
 
 
@@ -309,16 +378,20 @@ def min(input, dim=None, keepdim=False, *, other=None):
 
 
 def _arg(input, dim, keepdim, fn):
+    name = fn.__name__
+    if input._dtype is D.bool_:
+        raise RuntimeError(f"{name}(): does not support bool input")
     a = input._arr
     if dim is None:
-        r = fn(a.reshape(-1)) if a.size else None
-        if r is None:
-            raise RuntimeError("argmax(): Expected reduction dim to be specified for input.numel() == 0.")
-        out = np.asarray(r, dtype=np.int64)
+        if not a.size:
+            raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+        out = np.asarray(fn(a.reshape(-1)), dtype=np.int64)
         return _wrap_array(out.reshape((1,) * a.ndim) if keepdim else out)
     d = S.wrap_dim(dim, a.ndim) if a.ndim else 0
     if not a.ndim:
         return _wrap_array(np.zeros((), dtype=np.int64))
+    if a.shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
     r = fn(a, axis=d)
     if keepdim:
         r = np.expand_dims(r, d)
@@ -333,70 +406,119 @@ def argmin(input, dim=None, keepdim=False):
     return _arg(input, dim, keepdim, np.argmin)
 
 
-def logsumexp(input, dim, keepdim=False):
-    axes = _axes(input, dim)
-    m = amax(input, axes, keepdim=True).detach()
-    m = m.masked_fill(m.isinf(), 0.0)
-    r = (input - m).exp().sum(dim=axes, keepdim=True).log() + m
-    return r if keepdim else r.squeeze(axes) if axes else r
+def _squeeze_axes(arr, in_shape, axes, keepdim: bool):
+    """A keepdims=True reduction result without its reduced axes unless keepdim."""
+    return arr if keepdim else arr.reshape(tuple(n for i, n in enumerate(in_shape) if i not in axes))
 
 
-def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
-    if dtype is not None:
-        input = input.to(D.as_dtype(dtype))
-    if p == "fro" or p == 2 or p is None:
-        return _l2norm(input, dim, keepdim)
-    if p == float("inf") or p == "inf":
-        return input.abs().amax(dim if dim is not None else (), keepdim)
-    if p == -float("inf"):
-        return input.abs().amin(dim if dim is not None else (), keepdim)
-    if p == 0:
-        return (input != 0).to(input._dtype).sum(dim, keepdim)
-    if p == 1:
-        return input.abs().sum(dim, keepdim)
-    return input.abs().pow(p).sum(dim, keepdim).pow(1.0 / p)
+class Logsumexp(Function):
+    """log(sum(exp(x))) without overflow: the max is taken out first (an all -inf row gives -inf)."""
 
-
-class L2Norm(Function):
     _raw = True
     _save_output = True
 
     @staticmethod
     def forward(ctx, x, axes, keepdim):
+        a = x._arr if x._dtype.is_floating_point else x._arr.astype(D.get_default_dtype().np)
         ctx.save_for_backward(x)
         ctx.axes, ctx.keepdim = axes, keepdim
-        a = x._arr
-        return np.sqrt(np.sum(a * a, axis=axes, keepdims=keepdim))
+        m = np.max(a, axis=axes, keepdims=True, initial=-np.inf)
+        m = np.where(np.isinf(m), 0, m).astype(a.dtype, copy=False)
+        with np.errstate(divide="ignore"):
+            r = np.log(np.sum(np.exp(a - m), axis=axes, keepdims=True)) + m
+        return _squeeze_axes(r, x._shape, axes, keepdim)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        out = ctx.saved_output
-        out = _expand_back(out, x._shape, ctx.axes, ctx.keepdim)
+        out = _expand_back(ctx.saved_output, x._shape, ctx.axes, ctx.keepdim)
+        return _expand_back(g, x._shape, ctx.axes, ctx.keepdim) * (x - out).exp()
+
+
+LogsumexpBackward0 = torch_node(Logsumexp, "LogsumexpBackward0")
+
+
+def logsumexp(input, dim, keepdim=False):
+    return LogsumexpBackward0.apply(input, _axes(input, dim), keepdim)
+
+
+class VectorNorm(Function):
+    """The p-norm of the elements over `axes` (linalg.vector_norm); p is 0, inf, -inf or any real."""
+
+    _raw = True
+    _save_output = True
+
+    @staticmethod
+    def forward(ctx, x, p, axes, keepdim):
+        ctx.save_for_backward(x)
+        ctx.p, ctx.axes, ctx.keepdim = p, axes, keepdim
+        a = np.abs(x._arr)
+        if p == math.inf:
+            r = np.max(a, axis=axes, keepdims=True)
+        elif p == -math.inf:
+            r = np.min(a, axis=axes, keepdims=True)
+        elif p == 0:
+            r = np.sum(a != 0, axis=axes, keepdims=True).astype(a.dtype)
+        elif p == 1:
+            r = np.sum(a, axis=axes, keepdims=True)
+        elif p == 2:
+            r = np.sqrt(np.sum(a * a, axis=axes, keepdims=True))
+        else:
+            r = np.sum(a**p, axis=axes, keepdims=True) ** (1.0 / p)
+        return _squeeze_axes(r, x._shape, axes, keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        p = ctx.p
+        out = _expand_back(ctx.saved_output, x._shape, ctx.axes, ctx.keepdim)
         g = _expand_back(g, x._shape, ctx.axes, ctx.keepdim)
-        # subgradient 0 at the origin, like PyTorch
-        return g * x / out.masked_fill(out == 0, math.inf)
+        if p == 0:
+            return g * 0
+        if p == 1:
+            return g * x.sign()
+        if p in (math.inf, -math.inf):  # shared evenly among the elements that reach the norm
+            mask = x.abs() == out
+            return g * x.sign() * mask / mask.sum(dim=ctx.axes, keepdim=True)
+        safe = out.masked_fill(out == 0, math.inf)  # subgradient 0 at the origin, like PyTorch
+        if p == 2:
+            return g * x / safe
+        return g * x.sign() * x.abs().pow(p - 1) / safe.pow(p - 1)
 
 
-def _l2norm(input, dim, keepdim):
+LinalgVectorNormBackward0 = torch_node(VectorNorm, "LinalgVectorNormBackward0")
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    if dtype is not None:
+        input = input.to(D.as_dtype(dtype))
     if not input._dtype.is_floating_point:
         raise RuntimeError(
             f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
-            f"{input._dtype.name.capitalize()}"
+            f"{D.scalar_type_name(input._dtype)}"
         )
-    return L2Norm.apply(input, _axes(input, dim), keepdim)
+    if p in ("fro", None):
+        p = 2
+    elif p == "inf":
+        p = math.inf
+    elif isinstance(p, str):
+        raise RuntimeError(f"norm(): unsupported norm type {p!r} for a vector norm")
+    return LinalgVectorNormBackward0.apply(input, float(p), _axes(input, dim), keepdim)
+
+
+def _logical_reduce(np_fn, input, dim, keepdim):
+    """all/any give bool, except on uint8 where PyTorch keeps uint8 (its old mask dtype)."""
+    axes = None if dim is None else _axes(input, dim)
+    r = np_fn(input._arr, axis=axes, keepdims=keepdim and axes is not None)
+    return _wrap_array(np.asarray(r, dtype=np.uint8 if input._dtype is D.uint8 else np.bool_))
 
 
 def all(input, dim=None, keepdim=False):
-    if dim is None:
-        return _wrap_array(np.all(input._arr))
-    return _wrap_array(np.all(input._arr, axis=_axes(input, dim), keepdims=keepdim))
+    return _logical_reduce(np.all, input, dim, keepdim)
 
 
 def any(input, dim=None, keepdim=False):
-    if dim is None:
-        return _wrap_array(np.any(input._arr))
-    return _wrap_array(np.any(input._arr, axis=_axes(input, dim), keepdims=keepdim))
+    return _logical_reduce(np.any, input, dim, keepdim)
 
 
 def count_nonzero(input, dim=None):
@@ -407,15 +529,20 @@ def count_nonzero(input, dim=None):
     )
 
 
+def _scan(np_fn, x: Tensor, d: int, dtype):
+    """A cumulative sum or product along d in `dtype` (a 0-d tensor is its own scan)."""
+    if not x._shape:
+        return x._arr.astype(dtype.np)
+    return np_fn(x._arr, axis=d, dtype=dtype.np)
+
+
 class Cumsum(Function):
     _raw = True
 
     @staticmethod
     def forward(ctx, x, d, dtype):
         ctx.d = d
-        if not x._shape:
-            return x._arr.astype(dtype.np)
-        return np.cumsum(x._arr, axis=d, dtype=dtype.np)
+        return _scan(np.cumsum, x, d, dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -429,12 +556,43 @@ def cumsum(input, dim, *, dtype=None):
     return Cumsum.apply(input, d, _sum_dtype(input, dtype))
 
 
-def cumprod(input, dim, *, dtype=None):
-    from .shape import cumprod_exclusive
+class Cumprod(Function):
+    _raw = True
+    _save_output = True
 
+    @staticmethod
+    def forward(ctx, x, d, dtype):
+        ctx.save_for_backward(x)
+        ctx.d = d
+        return _scan(np.cumprod, x, d, dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        d = ctx.d
+        if not x._shape or x._shape[d] == 0:
+            return g
+        if not (x._arr == 0).any():  # d out_i / d x_j = out_i / x_j for i >= j
+            return (g * ctx.saved_output).flip([d]).cumsum(d).flip([d]) / x
+        from .shape import cat, cumprod_exclusive
+
+        # exact with zeros: grad_j = prod(x_<j) * s_j, where s_j = g_j + x_(j+1) * s_(j+1)
+        n = x._shape[d]
+        s = g.narrow(d, n - 1, 1)
+        parts = [s]
+        for j in range(n - 2, -1, -1):
+            s = g.narrow(d, j, 1) + x.narrow(d, j + 1, 1) * s
+            parts.append(s)
+        return cumprod_exclusive(x, d) * cat(parts[::-1], d)
+
+
+CumprodBackward0 = torch_node(Cumprod, "CumprodBackward0")
+
+
+def cumprod(input, dim, *, dtype=None):
     d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
-    r = cumprod_exclusive(input, d, reverse=False) * input
-    return r.to(D.as_dtype(dtype)) if dtype is not None else r
+    # integer and bool inputs multiply in int64 like PyTorch; an explicit dtype casts the input first
+    return CumprodBackward0.apply(input.to(_sum_dtype(input, dtype)), d, _sum_dtype(input, dtype))
 
 
 class Softmax(Function):
@@ -445,7 +603,8 @@ class Softmax(Function):
     def forward(ctx, x, d):
         a = x._arr
         if not x._dtype.is_floating_point:
-            raise RuntimeError(f"\"softmax\" not implemented for '{x._dtype.name.capitalize()}'")
+            raise NotImplementedError(
+                f"\"softmax_lastdim_kernel_impl\" not implemented for '{D.scalar_type_name(x._dtype)}'")
         ctx.d = d
         e = np.exp(a - np.max(a, axis=d, keepdims=True))
         e /= np.sum(e, axis=d, keepdims=True)
@@ -466,7 +625,8 @@ class LogSoftmax(Function):
     def forward(ctx, x, d):
         a = x._arr
         if not x._dtype.is_floating_point:
-            raise RuntimeError(f"\"log_softmax\" not implemented for '{x._dtype.name.capitalize()}'")
+            raise NotImplementedError(
+                f"\"log_softmax_lastdim_kernel_impl\" not implemented for '{D.scalar_type_name(x._dtype)}'")
         ctx.d = d
         s = a - np.max(a, axis=d, keepdims=True)
         s -= np.log(np.sum(np.exp(s), axis=d, keepdims=True))

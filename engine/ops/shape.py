@@ -6,6 +6,7 @@ import numpy as np
 from .. import _strides as S
 from .. import dtypes as D
 from ..autograd.function import Function
+from ..autograd.naming import torch_node
 from ..tensor import Tensor
 
 
@@ -34,11 +35,14 @@ class Cat(Function):
         return tuple(out)
 
 
-def cat(tensors, dim: int = 0) -> Tensor:
+StackBackward0 = torch_node(Cat, "StackBackward0")
+
+
+def cat(tensors, dim: int = 0, _node=Cat) -> Tensor:
     """Copies."""
     tensors = list(tensors)
     if not tensors:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     ref = next((t for t in tensors if t._shape != (0,)), tensors[0])
     nd = ref.ndim
     if nd == 0:
@@ -63,7 +67,7 @@ def cat(tensors, dim: int = 0) -> Tensor:
     dtype = tensors[0]._dtype
     for t in tensors[1:]:
         dtype = D.promote_types(dtype, t._dtype)
-    return Cat.apply(d, dtype, *tensors)
+    return _node.apply(d, dtype, *tensors)
 
 
 concat = concatenate = cat
@@ -82,7 +86,7 @@ def stack(tensors, dim: int = 0) -> Tensor:
                 f"{list(t._shape)} at entry {i}"
             )
     d = S.wrap_dim(dim, len(shape) + 1)
-    return cat([t.unsqueeze(d) for t in tensors], d)
+    return cat([t.unsqueeze(d) for t in tensors], d, StackBackward0)
 
 
 def hstack(tensors):
@@ -136,30 +140,45 @@ class Roll(Function):
 
 
 def roll(input, shifts, dims=None):
-    if dims is None:
-        return Roll.apply(input.reshape(-1), shifts, None).reshape(input._shape)
+    if dims is None:  # rolls the flattened tensor, shape kept
+        return Roll.apply(input, shifts if isinstance(shifts, int) else tuple(shifts)[0], None)
     shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else shifts
     dims = tuple(dims) if isinstance(dims, (tuple, list)) else dims
     return Roll.apply(input, shifts, dims)
+
+
+class Repeat(Function):
+    """Tiles x `reps` times along each dim (leading reps add dims); backward sums the tiles."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, reps):
+        ctx.reps, ctx.in_shape = reps, x._shape
+        return np.tile(x._arr, reps)
+
+    @staticmethod
+    def backward(ctx, g):
+        shape = (1,) * (len(ctx.reps) - len(ctx.in_shape)) + ctx.in_shape
+        tiles = g.reshape(tuple(v for r, n in zip(ctx.reps, shape) for v in (r, n)))
+        return tiles.sum(tuple(range(0, 2 * len(shape), 2))).reshape(ctx.in_shape), None
+
+
+RepeatBackward0 = torch_node(Repeat, "RepeatBackward0")
 
 
 def repeat(input: Tensor, *sizes) -> Tensor:
     """Copies: tiles the tensor `sizes` times along each dim (PyTorch's Tensor.repeat)."""
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
+    sizes = tuple(int(r) for r in sizes)
     if len(sizes) < input.ndim:
         raise RuntimeError(
             "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor"
         )
-    lead = len(sizes) - input.ndim
-    x = input.reshape((1,) * lead + input._shape)
-    # expand an inserted axis before each dim, then merge: a view then one copy
-    inter, final = [], []
-    for r, n in zip(sizes, x._shape):
-        inter += [r, n]
-        final.append(r * n)
-    y = x.reshape(tuple(v for n in x._shape for v in (1, n))).expand(tuple(inter))
-    return y.reshape(tuple(final))
+    if any(r < 0 for r in sizes):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(sizes)}: {list(sizes)}")
+    return RepeatBackward0.apply(input, sizes)
 
 
 def tile(input, dims):
@@ -169,19 +188,31 @@ def tile(input, dims):
     return repeat(input, dims)
 
 
-def repeat_interleave(input, repeats, dim=None):
+def repeat_interleave(input, repeats=None, dim=None):
+    """Each element (or slice along dim) repeated; an int count copies once through expand, like PyTorch."""
+    from .creation import tensor
+    from .indexing import index_select
+
+    if repeats is None:  # repeat_interleave(counts): each index i repeated counts[i] times
+        return tensor(np.repeat(np.arange(input.numel()), input._arr), dtype=D.int64)
     if dim is None:
         input = input.reshape(-1)
         dim = 0
     d = S.wrap_dim(dim, input.ndim)
-    if isinstance(repeats, Tensor):
-        reps = repeats._arr
-    else:
-        reps = np.full(input._shape[d], int(repeats))
-    idx = np.repeat(np.arange(input._shape[d]), reps)
-    from .creation import tensor
-    from .indexing import index_select
-
+    n = input._shape[d]
+    if isinstance(repeats, Tensor) and repeats.numel() == 1:
+        repeats = int(repeats.item())
+    if not isinstance(repeats, Tensor):
+        r = int(repeats)
+        if r < 0:
+            raise RuntimeError("repeats can not be negative")
+        spread = input.unsqueeze(d + 1).expand(input._shape[: d + 1] + (r,) + input._shape[d + 1 :])
+        return spread.clone().view(input._shape[:d] + (n * r,) + input._shape[d + 1 :])
+    reps = repeats._arr
+    if reps.shape != (n,):
+        raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
+                           f"{reps.size} and input.size({d}) = {n}")
+    idx = np.repeat(np.arange(n), reps)
     return index_select(input, d, tensor(idx, dtype=D.int64))
 
 
@@ -198,16 +229,19 @@ class TriMask(Function):
         return TriMask.apply(g, ctx.k, ctx.upper), None, None
 
 
+TrilBackward0, TriuBackward0 = torch_node(TriMask, "TrilBackward0"), torch_node(TriMask, "TriuBackward0")
+
+
 def tril(input, diagonal=0):
     if input.ndim < 2:
         raise RuntimeError("tril: input tensor must have at least 2 dimensions")
-    return TriMask.apply(input, diagonal, False)
+    return TrilBackward0.apply(input, diagonal, False)
 
 
 def triu(input, diagonal=0):
     if input.ndim < 2:
         raise RuntimeError("triu: input tensor must have at least 2 dimensions")
-    return TriMask.apply(input, diagonal, True)
+    return TriuBackward0.apply(input, diagonal, True)
 
 
 def cumprod_exclusive(x: Tensor, dim: int, reverse: bool = False) -> Tensor:
@@ -299,4 +333,7 @@ def constant_pad(input, pad, value=0.0):
             f"Padding length must be divisible by 2 and at most twice the number of dimensions; got "
             f"{len(pad)} for a {input.ndim}-D input"
         )
-    return ConstantPad.apply(input, tuple(int(p) for p in pad), value)
+    return ConstantPadNdBackward0.apply(input, tuple(int(p) for p in pad), value)
+
+
+ConstantPadNdBackward0 = torch_node(ConstantPad, "ConstantPadNdBackward0")

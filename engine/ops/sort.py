@@ -6,7 +6,9 @@ from collections import namedtuple
 import numpy as np
 
 from .. import _strides as S
+from .. import dtypes as D
 from ..autograd.function import Function
+from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
 from .reduce import values_indices
 
@@ -15,24 +17,33 @@ sort_result = namedtuple("sort", ["values", "indices"])
 
 
 class TakeAlong(Function):
-    """Values picked along a dim by precomputed indices; gradient scattered back."""
+    """Values picked along a dim by given indices (dim dropped if `squeeze`); gradient scattered back."""
 
     _raw = True
 
     @staticmethod
-    def forward(ctx, x, d, idx):
-        ctx.in_shape, ctx.d, ctx.idx = x._shape, d, idx
+    def forward(ctx, x, d, idx, squeeze=False):
+        ctx.in_shape, ctx.d, ctx.idx, ctx.squeeze = x._shape, d, idx, squeeze
         if not x._shape:
             return x._arr.copy()
-        return np.take_along_axis(x._arr, idx, axis=d)
+        out = np.take_along_axis(x._arr, idx, axis=d)
+        return np.squeeze(out, d) if squeeze else out
 
     @staticmethod
     def backward(ctx, g):
         from .indexing import scatter_into_zeros
 
         if not ctx.in_shape:
-            return g, None, None
-        return scatter_into_zeros(ctx.in_shape, ctx.d, _wrap_array(ctx.idx), g), None, None
+            return g, None, None, None
+        if ctx.squeeze:
+            g = g.unsqueeze(ctx.d)
+        return scatter_into_zeros(ctx.in_shape, ctx.d, _wrap_array(ctx.idx), g), None, None, None
+
+
+SortBackward0, TopkBackward0 = torch_node(TakeAlong, "SortBackward0"), torch_node(TakeAlong, "TopkBackward0")
+KthvalueBackward0 = torch_node(TakeAlong, "KthvalueBackward0")
+MedianBackward0 = torch_node(TakeAlong, "MedianBackward0")  # median()
+MedianBackward1 = torch_node(TakeAlong, "MedianBackward1")  # median(dim)
 
 
 def _stable_order(a, d, descending):
@@ -52,11 +63,13 @@ def _stable_order(a, d, descending):
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
+    """Always stable (equal elements keep their order); NaN sorts as the largest value, like PyTorch."""
     if not input._shape:
-        return sort_result(input.clone(), _wrap_array(np.zeros((), dtype=np.int64)))
+        S.wrap_dim(dim, 0)
+        return sort_result(SortBackward0.apply(input, 0, None), _wrap_array(np.zeros((), dtype=np.int64)))
     d = S.wrap_dim(dim, input.ndim)
     idx = _stable_order(input._arr, d, descending).astype(np.int64)
-    return sort_result(TakeAlong.apply(input, d, idx), _wrap_array(idx))
+    return sort_result(SortBackward0.apply(input, d, idx), _wrap_array(idx))
 
 
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
@@ -69,43 +82,51 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
     if not 0 <= k <= n:
         raise RuntimeError("selected index k out of range")
     if not input._shape:
-        return topk_result(input.clone(), _wrap_array(np.zeros((), dtype=np.int64)))
+        return topk_result(TopkBackward0.apply(input, 0, None), _wrap_array(np.zeros((), dtype=np.int64)))
     idx = _stable_order(input._arr, d, largest)
     idx = np.take(idx, np.arange(k), axis=d).astype(np.int64)
-    return topk_result(TakeAlong.apply(input, d, idx), _wrap_array(idx))
+    return topk_result(TopkBackward0.apply(input, d, idx), _wrap_array(idx))
+
+
+def _select_kth(node, input: Tensor, k: int, d: int, keepdim: bool, nan_wins: bool):
+    """The k-th smallest along d (1-based) and its index; with nan_wins a row with NaN gives its first NaN."""
+    a = input._arr
+    if not input._shape:
+        return values_indices(node.apply(input, 0, None), _wrap_array(np.zeros((), dtype=np.int64)))
+    idx = np.take(_stable_order(a, d, False), [k - 1], axis=d)
+    if nan_wins and a.dtype.kind == "f":
+        nan = np.isnan(a)
+        has_nan = nan.any(axis=d, keepdims=True)
+        if has_nan.any():
+            idx = np.where(has_nan, np.argmax(nan, axis=d, keepdims=True), idx)
+    idx = idx.astype(np.int64)
+    v = node.apply(input, d, idx, not keepdim)
+    return values_indices(v, _wrap_array(idx if keepdim else np.squeeze(idx, d)))
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
-    d = S.wrap_dim(dim, input.ndim)
-    idx = _stable_order(input._arr, d, False)
-    idx = np.take(idx, [k - 1], axis=d).astype(np.int64)
-    v = TakeAlong.apply(input, d, idx)
-    i = _wrap_array(idx)
-    if not keepdim:
-        v, i = v.squeeze(d), i.squeeze(d)
-    return values_indices(v, i)
+    d = S.wrap_dim(dim, input.ndim) if input.ndim else 0
+    n = input._shape[d] if input.ndim else 1
+    if not 1 <= k <= n:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    return _select_kth(KthvalueBackward0, input, k, d, keepdim, False)
 
 
 def median(input: Tensor, dim=None, keepdim: bool = False):
-    """Lower median, like PyTorch."""
+    """Lower median, like PyTorch; NaN anywhere in a row makes its median NaN."""
     if dim is None:
+        if input.numel() == 0:
+            return _wrap_array(np.full((), np.nan, dtype=input._dtype.np))
         flat = input.reshape(-1)
-        return kthvalue(flat, (flat.numel() + 1) // 2, 0).values
-    d = S.wrap_dim(dim, input.ndim)
-    return kthvalue(input, (input._shape[d] + 1) // 2, d, keepdim)
+        return _select_kth(MedianBackward0, flat, (flat.numel() + 1) // 2, 0, False, True).values
+    d = S.wrap_dim(dim, input.ndim) if input.ndim else 0
+    n = input._shape[d] if input.ndim else 1
+    if n == 0:
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
+    return _select_kth(MedianBackward1, input, (n + 1) // 2, d, keepdim, True)
 
 
-def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
-           dim=None):
-    """No gradient, like PyTorch."""
-    a = input._arr
-    if dim is None:
-        vals, inv, counts = np.unique(a.reshape(-1), return_inverse=True, return_counts=True)
-        inv = inv.reshape(a.shape)
-    else:
-        d = S.wrap_dim(dim, input.ndim)
-        vals, inv, counts = np.unique(a, return_inverse=True, return_counts=True, axis=d)
-        inv = inv.reshape(-1)
+def _unique_result(vals, inv, counts, return_inverse: bool, return_counts: bool):
     out = [_wrap_array(vals)]
     if return_inverse:
         out.append(_wrap_array(inv.astype(np.int64)))
@@ -114,9 +135,54 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim=None):
+    """Sorted unique values (PyTorch's CPU kernel sorts even when sorted=False); each NaN is its own value.
+    No gradient, like PyTorch."""
+    a = input._arr
+    if dim is None:
+        vals, inv, counts = np.unique(a.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
+        inv = inv.reshape(a.shape)
+    else:
+        d = S.wrap_dim(dim, input.ndim)
+        vals, inv, counts = np.unique(a, return_inverse=True, return_counts=True, axis=d)
+        inv = inv.reshape(-1)
+    return _unique_result(vals, inv, counts, return_inverse, return_counts)
+
+
+def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False, dim=None):
+    """Collapses runs of equal values (or equal slices along dim), keeping their order."""
+    a = input._arr
+    if dim is None:
+        flat = a.reshape(-1)
+        starts = np.ones(flat.shape[0], dtype=bool)
+        starts[1:] = flat[1:] != flat[:-1]
+        vals = flat[starts]
+    else:
+        d = S.wrap_dim(dim, input.ndim)
+        moved = np.moveaxis(a, d, 0).reshape(a.shape[d], -1)
+        starts = np.ones(moved.shape[0], dtype=bool)
+        starts[1:] = (moved[1:] != moved[:-1]).any(axis=1)
+        vals = np.compress(starts, a, axis=d)
+    inv = np.cumsum(starts) - 1
+    counts = np.diff(np.append(np.flatnonzero(starts), starts.shape[0]))
+    return _unique_result(vals, inv.reshape(a.shape) if dim is None else inv, counts, return_inverse,
+                          return_counts)
+
+
 def bincount(input: Tensor, weights=None, minlength: int = 0) -> Tensor:
-    w = weights._arr if weights is not None else None
-    return _wrap_array(np.bincount(input._arr, w, minlength))
+    """Counts (int64), or sums of weights: float weights keep their dtype, integer weights give float64."""
+    if input._dtype._cat != 1:
+        name = D.scalar_type_name(input._dtype)
+        raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{name}'")
+    if input.ndim != 1 or (input.numel() and int(input._arr.min()) < 0):
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is None:
+        return _wrap_array(np.bincount(input._arr, minlength=minlength).astype(np.int64))
+    if weights._shape != input._shape:
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    dt = weights._dtype if weights._dtype.is_floating_point else D.float64
+    return _wrap_array(np.bincount(input._arr, weights._arr.astype(np.float64), minlength).astype(dt.np))
 
 
 def searchsorted(sorted_sequence: Tensor, values, *, right: bool = False):

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import _strides as S
 from ..autograd.function import Function
+from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
 
 
@@ -29,6 +30,13 @@ class View(Function):
         return g.reshape(ctx.in_shape)
 
 
+ViewBackward0 = torch_node(View, "ViewBackward0")
+UnsafeViewBackward0 = torch_node(View, "UnsafeViewBackward0")  # reshape that had to copy
+ReshapeAliasBackward0 = torch_node(View, "ReshapeAliasBackward0")  # reshape viewing a non-contiguous tensor
+SqueezeBackward = tuple(torch_node(View, f"SqueezeBackward{i}") for i in range(3))  # all / one dim / dims
+UnsqueezeBackward0 = torch_node(View, "UnsqueezeBackward0")
+
+
 def view(x: Tensor, *shape) -> Tensor:
     """Returns a view (no copy); raises when the strides make that impossible."""
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
@@ -40,18 +48,19 @@ def view(x: Tensor, *shape) -> Tensor:
             "view size is not compatible with input tensor's size and stride (at least one dimension "
             "spans across two contiguous subspaces). Use .reshape(...) instead."
         )
-    return View.apply(x, shape, strides)
+    return ViewBackward0.apply(x, shape, strides)
 
 
 def reshape(x: Tensor, *shape) -> Tensor:
     """Returns a view when possible, otherwise copies."""
     shape = S.infer_size(_shape_arg(shape), S.numel(x._shape))
+    node = ViewBackward0 if S.is_contiguous(x._shape, x._strides) else ReshapeAliasBackward0
     if shape == x._shape:
-        return View.apply(x, shape, x._strides)
+        return node.apply(x, shape, x._strides)
     strides = S.view_strides(x._shape, x._strides, shape)
     if strides is None:
-        return View.apply(x.clone(), shape, S.contiguous_strides(shape))
-    return View.apply(x, shape, strides)
+        return UnsafeViewBackward0.apply(x.clone(), shape, S.contiguous_strides(shape))
+    return node.apply(x, shape, strides)
 
 
 def view_as(x, other):
@@ -98,6 +107,9 @@ class Transpose(Function):
         return g.transpose(ctx.d0, ctx.d1)
 
 
+TBackward0 = torch_node(Transpose, "TBackward0")
+
+
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     """Returns a view (no copy)."""
     return Transpose.apply(x, dim0, dim1)
@@ -107,10 +119,10 @@ swapaxes = swapdims = transpose
 
 
 def t(x: Tensor) -> Tensor:
-    """Returns a view (no copy); only for tensors of at most 2 dims."""
+    """Returns a view (no copy); only for tensors of at most 2 dims (0-D and 1-D: a plain view)."""
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return x if x.ndim < 2 else transpose(x, 0, 1)
+    return TBackward0.apply(x, 0, 1 if x.ndim == 2 else 0)
 
 
 def T(x: Tensor) -> Tensor:  # noqa: N802
@@ -138,8 +150,6 @@ class Expand(Function):
 def expand(x: Tensor, *sizes) -> Tensor:
     """Returns a view (no copy) with stride 0 along expanded dims."""
     shape, strides = S.expand(x._shape, x._strides, _shape_arg(sizes))
-    if shape == x._shape:
-        return x
     return Expand.apply(x, shape, strides)
 
 
@@ -159,28 +169,32 @@ def broadcast_tensors(*tensors):
 def squeeze(x: Tensor, dim=None) -> Tensor:
     """Returns a view (no copy)."""
     shape, strides = S.squeeze(x._shape, x._strides, dim)
-    if shape == x._shape:
-        return View.apply(x, shape, strides)
-    return View.apply(x, shape, strides)
+    node = SqueezeBackward[0 if dim is None else 1 if isinstance(dim, int) else 2]
+    return node.apply(x, shape, strides)
 
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
     """Returns a view (no copy)."""
     shape, strides = S.unsqueeze(x._shape, x._strides, dim)
-    return View.apply(x, shape, strides)
+    return UnsqueezeBackward0.apply(x, shape, strides)
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    """Returns a view when possible, otherwise copies."""
+    """Returns a view when possible, otherwise copies; `x` itself when there is nothing to merge."""
     if x.ndim == 0:
         return reshape(x, (1,))
-    return reshape(x, S.flatten(x._shape, start_dim, end_dim))
+    new_shape = S.flatten(x._shape, start_dim, end_dim)
+    if len(new_shape) == x.ndim:  # start_dim == end_dim: PyTorch returns the input itself
+        return x
+    return reshape(x, new_shape)
 
 
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
     d = S.wrap_dim(dim, x.ndim)
     sizes = S.infer_size(tuple(sizes), x._shape[d])
-    return reshape(x, x._shape[:d] + tuple(sizes) + x._shape[d + 1 :])
+    shape = x._shape[:d] + tuple(sizes) + x._shape[d + 1 :]
+    strides = S.view_strides(x._shape, x._strides, shape)  # splitting one dim is always a view
+    return ViewBackward0.apply(x, shape, strides)
 
 
 def ravel(x: Tensor) -> Tensor:
@@ -219,23 +233,60 @@ class SliceBackward(Function):
         return gg[ctx.index], None, None
 
 
+SliceBackward0 = torch_node(Slice, "SliceBackward0")
+SelectBackward0 = torch_node(Slice, "SelectBackward0")
+_INDEX_NODES = {"Slice": SliceBackward0, "Select": SelectBackward0,
+                "Unsqueeze": torch_node(Slice, "UnsqueezeBackward0"),
+                "Alias": torch_node(Slice, "AliasBackward0")}
+SplitBackward0 = torch_node(Slice, "SplitBackward0")
+SplitWithSizesBackward0 = torch_node(Slice, "SplitWithSizesBackward0")
+UnbindBackward0 = torch_node(Slice, "UnbindBackward0")
+
+
+def _index_node(shape, index: tuple):
+    """PyTorch's node for x[index]: that of the last view it applies (select, slice, unsqueeze); in a tuple
+    a full `:` applies nothing, and an index that applies nothing is an alias."""
+    if len(index) == 1 and index[0].__class__ is slice:
+        return SliceBackward0
+    kind, d = "Alias", 0
+    for idx in index:
+        if idx is None:
+            kind = "Unsqueeze"
+        elif idx is Ellipsis:
+            d += len(shape) - sum(1 for i in index if i is not None and i is not Ellipsis)
+        elif idx.__class__ is slice:
+            if not (idx.start in (None, 0) and idx.step in (None, 1)
+                    and (idx.stop is None or d < len(shape) and idx.stop >= shape[d])):
+                kind = "Slice"
+            d += 1
+        else:
+            kind = "Select"
+            d += 1
+    return _INDEX_NODES[kind]
+
+
 def basic_getitem(x: Tensor, index: tuple) -> Tensor:
-    return Slice.apply(x, index)
+    return _index_node(x._shape, index).apply(x, index)
 
 
-def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+def narrow(x: Tensor, dim: int, start: int, length: int, _node=SliceBackward0) -> Tensor:
     """Returns a view (no copy)."""
     if isinstance(start, Tensor):
         start = int(start.item())
     d = S.wrap_dim(dim, x.ndim)
     n = x._shape[d]
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
     if start < 0:
         start += n
-    S.narrow(x._shape, x._strides, x._offset, d, start, length)  # validates
-    return Slice.apply(x, (slice(None),) * d + (slice(start, start + length),))
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return _node.apply(x, (slice(None),) * d + (slice(start, start + length),))
 
 
-def select(x: Tensor, dim: int, index: int) -> Tensor:
+def select(x: Tensor, dim: int, index: int, _node=SelectBackward0) -> Tensor:
     """Returns a view (no copy)."""
     d = S.wrap_dim(dim, x.ndim)
     n = x._shape[d]
@@ -243,13 +294,14 @@ def select(x: Tensor, dim: int, index: int) -> Tensor:
         raise IndexError(
             f"select(): index {index} out of range for tensor of size {list(x._shape)} at dimension {d}"
         )
-    return Slice.apply(x, (slice(None),) * d + (int(index),))
+    return _node.apply(x, (slice(None),) * d + (int(index),))
 
 
 def split(x: Tensor, split_size_or_sections, dim: int = 0):
     """Returns views (no copy)."""
     d = S.wrap_dim(dim, x.ndim)
     n = x._shape[d]
+    node = SplitBackward0
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
         if step <= 0 and n > 0:
@@ -258,6 +310,7 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
             )
         sizes = [min(step, n - s) for s in range(0, n, step)] if step else [0]
     else:
+        node = SplitWithSizesBackward0
         sizes = list(split_size_or_sections)
         if sum(sizes) != n:
             raise RuntimeError(
@@ -266,7 +319,7 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
             )
     out, start = [], 0
     for s in sizes:
-        out.append(narrow(x, d, start, s))
+        out.append(narrow(x, d, start, s, node))
         start += s
     return tuple(out)
 
@@ -283,18 +336,28 @@ def chunk(x: Tensor, chunks: int, dim: int = 0):
     return split(x, step, d)
 
 
-def tensor_split(x: Tensor, sections: int, dim: int = 0):
+def tensor_split(x: Tensor, indices_or_sections, dim: int = 0):
+    """Returns views (no copy): `sections` nearly equal parts, or the parts between the given indices."""
     d = S.wrap_dim(dim, x.ndim)
     n = x._shape[d]
-    base, extra = divmod(n, sections)
-    sizes = [base + 1] * extra + [base] * (sections - extra)
-    return split(x, sizes, d)
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, int):
+        sections = indices_or_sections
+        if sections <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {sections}")
+        base, extra = divmod(n, sections)
+        sizes = [base + 1] * extra + [base] * (sections - extra)
+        bounds = [sum(sizes[:k]) for k in range(sections + 1)]
+    else:
+        bounds = [0] + [min(max(i + n if i < 0 else i, 0), n) for i in indices_or_sections] + [n]
+    return tuple(narrow(x, d, lo, max(hi - lo, 0)) for lo, hi in zip(bounds, bounds[1:]))
 
 
 def unbind(x: Tensor, dim: int = 0):
     """Returns views (no copy)."""
     d = S.wrap_dim(dim, x.ndim)
-    return tuple(select(x, d, i) for i in range(x._shape[d]))
+    return tuple(select(x, d, i, UnbindBackward0) for i in range(x._shape[d]))
 
 
 def movedim(x: Tensor, source, destination) -> Tensor:
@@ -372,6 +435,10 @@ class AsStridedScatter(Function):
         return _wrap_array(buf[ctx.out_pos]), None, None
 
 
+UnfoldBackward0 = torch_node(AsStrided, "UnfoldBackward0")
+DiagonalBackward0 = torch_node(AsStrided, "DiagonalBackward0")
+
+
 def _positions(geom):
     shape, strides, offset = geom
     pos = np.full(shape, offset, dtype=np.int64)
@@ -392,7 +459,7 @@ def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
     """Returns a view (no copy): windows of `size` every `step` along `dimension`, as a new last dim."""
     shape, strides = S.unfold(x._shape, x._strides, dimension, size, step)
     logical = S.unfold(x._shape, S.contiguous_strides(x._shape), dimension, size, step) + (0,)
-    return AsStrided.apply(x, shape, strides, x._offset, logical)
+    return UnfoldBackward0.apply(x, shape, strides, x._offset, logical)
 
 
 def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
@@ -409,7 +476,7 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
         return shape, st, start if length else base
 
     _, strides, start = geometry(x._strides, x._offset)
-    return AsStrided.apply(x, shape, strides, start, geometry(S.contiguous_strides(x._shape), 0))
+    return DiagonalBackward0.apply(x, shape, strides, start, geometry(S.contiguous_strides(x._shape), 0))
 
 
 _ = _wrap_array
