@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -67,7 +68,7 @@ def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
 def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
     mode = mode.lower()
     if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+        raise ValueError(f"Mode {mode} not supported, please use one of {['fan_in', 'fan_out']}")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
 
@@ -150,23 +151,26 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
+def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> float | None:
+    """gain / sqrt(fan) for the kaiming inits; None (with PyTorch's warning) for a zero-element tensor."""
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=3)
+        return None
+    return calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
+
+
 def kaiming_uniform_(
     tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None
 ) -> Tensor:
-    if 0 in tensor.shape:
-        return tensor
-    fan = _calculate_correct_fan(tensor, mode)
-    bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(fan)
-    return uniform_(tensor, -bound, bound, generator)
+    std = _kaiming_std(tensor, a, mode, nonlinearity)
+    return tensor if std is None else uniform_(tensor, -math.sqrt(3.0) * std, math.sqrt(3.0) * std, generator)
 
 
 def kaiming_normal_(
     tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None
 ) -> Tensor:
-    if 0 in tensor.shape:
-        return tensor
-    fan = _calculate_correct_fan(tensor, mode)
-    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan), generator)
+    std = _kaiming_std(tensor, a, mode, nonlinearity)
+    return tensor if std is None else normal_(tensor, 0.0, std, generator)
 
 
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
