@@ -92,12 +92,6 @@ def _split(n: int, per_item: int):
     return P.chunks(n, per_item)
 
 
-def _copy(dst, src):
-    """dst[...] = src, split along the first axis across the worker pool."""
-    P.run(lambda lo, hi: np.copyto(dst[lo:hi], src[lo:hi]), _split(dst.shape[0], dst[0].size))
-    return dst
-
-
 def _cols_into(cols, x, geom: Geometry, lo: int, hi: int):
     """Fill cols[lo:hi] (N, G, C/G*kh*kw, Ho*Wo) from samples lo:hi: one copy out of a strided view."""
     view = geom.windows(geom.pad(x[lo:hi]))
@@ -168,22 +162,18 @@ def _conv_input_grad_batch_last(gy, w, geom: Geometry):
 
     With the batch innermost, each offset's target window is a few long contiguous runs (Wo * N floats),
     and no (C*kh*kw, L*N) column buffer is ever materialised: that buffer and the short-run (Wo floats)
-    scatter of NCHW col2im were most of a small conv's backward. The worker pool splits the channels."""
+    scatter of NCHW col2im were most of a small conv's backward. Not split across the worker pool: its
+    50 short NumPy calls per LeNet layer hand the GIL back and forth, 1.2x slower on two threads."""
     n, o = gy.shape[:2]
     c = geom.in_shape[1]
     ho, wo = geom.out_hw
-    gyt = _copy(np.empty((o, ho, wo, n), dtype=gy.dtype), gy.transpose(1, 2, 3, 0)).reshape(o, ho * wo * n)
+    gyt = np.ascontiguousarray(gy.transpose(1, 2, 3, 0)).reshape(o, ho * wo * n)
     wt = np.ascontiguousarray(w.transpose(2, 3, 1, 0))  # (kh, kw, C, O): one (C, O) matrix per offset
     out = np.zeros((c, *geom.padded_hw, n), dtype=gy.dtype)
-
-    def part(lo, hi):
-        for i, j, sl in geom.offset_slices():
-            window = out[lo:hi, sl[2], sl[3]]
-            window += np.matmul(wt[i, j, lo:hi], gyt).reshape(hi - lo, ho, wo, n)
-
-    P.run(part, _split(c, out[0].size * geom.kernel[0] * geom.kernel[1]))
-    gx = np.empty(geom.in_shape, dtype=gy.dtype)
-    return _copy(gx, geom.crop(out.transpose(3, 0, 1, 2)))
+    for i, j, sl in geom.offset_slices():
+        window = out[:, sl[2], sl[3]]
+        window += np.matmul(wt[i, j], gyt).reshape(c, ho, wo, n)
+    return np.ascontiguousarray(geom.crop(out.transpose(3, 0, 1, 2)))
 
 
 def _conv_weight_grad(x, gy, geom: Geometry, w_shape, cols=None):
@@ -270,10 +260,9 @@ class ConvWeightGrad(Function):
 
 
 # ----------------------------------------------------------------------------- pooling
-def _max_pool_into(best, arg, x, geom: Geometry, lo: int, hi: int):
-    """best[lo:hi], arg[lo:hi] = max and argmax offset of each window of samples lo:hi."""
-    xp = geom.pad(x[lo:hi], -np.inf)
-    best, arg = best[lo:hi], arg[lo:hi]
+def _max_pool_into(best, arg, x, geom: Geometry):
+    """best, arg = max and argmax offset of each window of x."""
+    xp = geom.pad(x, -np.inf)
     kw = geom.kernel[1]
     beat = np.empty(best.shape, dtype=arg.dtype)
     # offsets are visited in increasing order, so "last offset whose value beat the running max" is
@@ -308,7 +297,7 @@ class MaxPool(Function):
         n, c = a.shape[:2]
         best = np.empty((n, c, *geom.out_hw), dtype=a.dtype)
         arg = np.empty(best.shape, dtype=np.uint8 if geom.kernel[0] * geom.kernel[1] <= 256 else np.int32)
-        P.run(lambda lo, hi: _max_pool_into(best, arg, a, geom, lo, hi), _split(n, a[0].size))
+        _max_pool_into(best, arg, a, geom)  # many short passes: split across threads they cost 1.1-1.4x more
         ctx.geom = geom
         ctx.arg = arg
         return best, arg
@@ -336,15 +325,11 @@ class MaxUnpoolAdd(Function):
         ) and geom.stride == geom.kernel
         out = (np.empty if tiled else np.zeros)((n, c, *geom.padded_hw), dtype=ga.dtype)
 
-        def part(lo, hi):
-            o, gl, al = out[lo:hi], ga[lo:hi], arg[lo:hi]
-            for i, j, sl in geom.offset_slices():
-                if disjoint:  # each input element is in one window at most: write, don't accumulate
-                    np.multiply(gl, al == i * kw + j, out=o[sl])
-                else:
-                    o[sl] += gl * (al == i * kw + j)
-
-        P.run(part, _split(n, out[0].size))
+        for i, j, sl in geom.offset_slices():
+            if disjoint:  # each input element is in one window at most: write, don't accumulate
+                np.multiply(ga, arg == i * kw + j, out=out[sl])
+            else:
+                out[sl] += ga * (arg == i * kw + j)
         return np.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
 
     @staticmethod
