@@ -3,6 +3,8 @@ engine's, run both on the same inputs and compare everything a user can observe.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -121,3 +123,14 @@ def run_both(e, t, inputs: list, train: bool, fwd_kwargs: dict | None = None, se
     for name, b in e.named_buffers():
         assert_close(b, tb[name], f"buffer {name}")
     return e_out, t_out
+
+
+def raised(fn, *args) -> tuple[str, str] | None:
+    """(exception type name, message) of what fn(*args) raises (warnings silenced), or None if it returns."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(*args)
+    except Exception as ex:  # noqa: BLE001 - comparing what each library raises is the point
+        return type(ex).__name__, str(ex)
+    return None

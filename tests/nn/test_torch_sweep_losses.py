@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import engine.nn as enn
-from tests.nn.sweep_helpers import assert_close, to_engine, to_torch
+from tests.nn.sweep_helpers import assert_close, raised, to_engine, to_torch
 
 R = np.random.default_rng(1)
 
@@ -123,14 +123,6 @@ def test_loss_matches_torch(case):
     assert_close(xe.grad, xt.grad, "input grad", atol=1e-10)
 
 
-def _error(fn):
-    try:
-        fn()
-    except Exception as ex:  # noqa: BLE001 - the comparison is the point
-        return type(ex).__name__, str(ex).split("\n")[0]
-    return None
-
-
 # (id, class name, kwargs, input, target): each raises in torch; the engine raises the same type
 # fmt: off
 BAD = [
@@ -168,7 +160,7 @@ XFAIL = {
 )
 def test_loss_rejects_what_torch_rejects(case):
     _, name, kwargs, x, y = case
-    t_err = _error(lambda: getattr(torch.nn, name)(**_convert(kwargs, to_torch))(to_torch(x), to_torch(y)))
-    e_err = _error(lambda: getattr(enn, name)(**_convert(kwargs, to_engine))(to_engine(x), to_engine(y)))
+    t_err = raised(lambda: getattr(torch.nn, name)(**_convert(kwargs, to_torch))(to_torch(x), to_torch(y)))
+    e_err = raised(lambda: getattr(enn, name)(**_convert(kwargs, to_engine))(to_engine(x), to_engine(y)))
     assert t_err is not None
     assert e_err is not None and e_err[0] == t_err[0], (e_err, t_err)

@@ -8,7 +8,7 @@ import torch
 
 import engine
 import engine.optim as eoptim
-from tests.nn.sweep_helpers import assert_close, to_engine, to_torch
+from tests.nn.sweep_helpers import assert_close, raised, to_engine, to_torch
 
 SHAPES = [(3, 4), (4,), (2, 2, 2)]
 
@@ -146,14 +146,6 @@ def test_zero_grad_set_to_none_and_zero_match_torch():
     assert all(p.grad is None for p in pe) and all(p.grad is None for p in pt)
 
 
-def _error(fn):
-    try:
-        fn()
-    except Exception as ex:  # noqa: BLE001 - the comparison is the point
-        return type(ex).__name__, str(ex)
-    return None
-
-
 BAD = [
     ("SGD", {"lr": -1}),
     ("SGD", {"lr": 0.1, "momentum": -0.5}),
@@ -181,10 +173,10 @@ BAD = [
 
 
 @pytest.mark.parametrize("name,kwargs", BAD, ids=[f"{n}-{sorted(k.items())}" for n, k in BAD])
-def test_bad_options_raise_torchs_error(name, kwargs):
+def test_bad_options_raise_torchsraised(name, kwargs):
     pe, pt = _params()
-    t_err = _error(lambda: getattr(torch.optim, name)(pt, **kwargs))
-    e_err = _error(lambda: getattr(eoptim, name)(pe, **kwargs))
+    t_err = raised(lambda: getattr(torch.optim, name)(pt, **kwargs))
+    e_err = raised(lambda: getattr(eoptim, name)(pe, **kwargs))
     assert t_err is not None
     assert e_err == t_err
 
@@ -199,5 +191,5 @@ def test_bad_parameter_lists_raise_torchs_errors():
             lambda: torch.optim.Adam([{"params": pt[:1]}, {"params": pt[:1]}]),
         ),
     ]:
-        e_err, t_err = _error(make_e), _error(make_t)
+        e_err, t_err = raised(make_e), raised(make_t)
         assert t_err is not None and e_err is not None and e_err[0] == t_err[0], (e_err, t_err)
