@@ -1,17 +1,19 @@
 """UI event-loop lag while the CNN example trains in the worker thread: a 10 ms QTimer compares
-expected and actual tick times. `--view plots` feeds only the live plots (the original setup);
-`--view window` trains from the whole main window (plots, confusion matrix, canvas tint, progress,
-status bar), as a user sees it. The plots-only view runs with the worker's BLAS capped to 1 thread
-and uncapped; the window uses the app's setting (capped).
+expected and actual tick times. `--view window` (default) trains from the whole main window (plots,
+confusion matrix, canvas tint, progress, status bar), as a user sees it; `--view plots` feeds only
+the live plots. `--nice` compares worker-thread niceness values (the app uses
+app.worker.WORKER_NICE); `--blas` the worker's BLAS cap (plots view; the window uses the app's, 1).
+Settings are interleaved within each round.
 
-    QT_QPA_PLATFORM=offscreen python -m benchmarks.bench_ui_lag [--batches 300] [--view plots|window|both]
-                                                                [--rounds 1] [--blas capped|uncapped|both]
+    QT_QPA_PLATFORM=offscreen python -m benchmarks.bench_ui_lag [--batches 300] [--rounds 3]
+        [--view plots|window|both] [--nice 10,0] [--blas capped|uncapped|both]
 
 Lag numbers depend on how busy the machine is: quote them with the load average printed next to them.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import tempfile
 import time
@@ -117,10 +119,14 @@ def measure(start: Callable, app, batches: int, blas_threads: int | None) -> tup
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batches", type=int, default=300)
-    parser.add_argument("--view", choices=("plots", "window", "both"), default="both")
-    parser.add_argument("--blas", choices=("capped", "uncapped", "both"), default="both")
+    parser.add_argument("--view", choices=("plots", "window", "both"), default="window")
+    parser.add_argument("--blas", choices=("capped", "uncapped", "both"), default="capped")
+    parser.add_argument("--nice", default="10,0", help="worker niceness values to compare, e.g. 10,0")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
+    import app.worker
+
+    nices = [int(v) for v in args.nice.split(",")]
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
@@ -131,11 +137,13 @@ def main() -> None:
     blas = list(caps.values()) if args.blas == "both" else [caps[args.blas]]
     for r in range(args.rounds):
         for view in chosen:
-            for label, cap in (blas if view == "plots" else [("app (BLAS 1)", 1)]):
+            for (label, cap), nice in itertools.product(blas if view == "plots" else [caps["capped"]], nices):
+                app.worker.WORKER_NICE = nice
                 time.sleep(0.3)
                 lags, rate = measure(views[view], app, args.batches, cap)
                 p50, p99, worst = np.percentile(lags, 50), np.percentile(lags, 99), lags.max()
-                print(f"round {r + 1}  {view:6s}  {label:13s}  lag p50 {p50:6.1f} ms   p99 {p99:6.1f} ms   "
+                print(f"round {r + 1}  {view:6s}  {label:13s}  nice {nice:2d}  lag p50 {p50:6.1f} ms   "
+                      f"p99 {p99:6.1f} ms   "
                       f"max {worst:6.1f} ms   ({len(lags)} ticks, {rate:.0f} batches/s, "
                       f"load {os.getloadavg()[0]:.1f})", flush=True)
 

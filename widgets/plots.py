@@ -184,11 +184,10 @@ class PlainAxis(pg.AxisItem):
         for v in values:
             k = math.floor(v + 1e-9)
             mantissa = round(10 ** (v - k))
-            if mantissa == 1:
-                out.append(power_of_ten(k))
+            if -3 <= k <= 3:
+                out.append(format_tick(mantissa * 10.0 ** k))
             else:
-                out.append(format_tick(mantissa * 10.0 ** k) if -3 <= k <= 3 else
-                           f"{mantissa}·{power_of_ten(k)}")
+                out.append(power_of_ten(k) if mantissa == 1 else f"{mantissa}·{power_of_ten(k)}")
         return out
 
 
