@@ -86,6 +86,14 @@ CASES = [
       [f(5, 8), f(4, 8), f(4, 8)], {"key_padding_mask": bool_mask(4, keep_first=True)}, True),
     ("mha-dropout-eval", "MultiheadAttention", (8, 2), {"dropout": 0.5},
       [f(5, 3, 8), Same(0), Same(0)], {}, False),
+    ("mha-bias-kv", "MultiheadAttention", (8, 2), {"add_bias_kv": True}, [f(5, 3, 8), f(4, 3, 8), f(4, 3, 8)],
+      {"key_padding_mask": bool_mask(3, 4), "attn_mask": f(5, 4)}, True),
+    ("mha-zero-attn-bf", "MultiheadAttention", (8, 2), {"add_zero_attn": True, "batch_first": True},
+      [f(3, 5, 8), Same(0), Same(0)], {"attn_mask": bool_mask(5, 5), "average_attn_weights": False}, True),
+    ("mha-bias-kv-zero-attn-kdim", "MultiheadAttention", (8, 4), {"add_bias_kv": True, "add_zero_attn": True,
+      "kdim": 5, "vdim": 3}, [f(5, 3, 8), f(4, 3, 5), f(4, 3, 3)], {"key_padding_mask": f(3, 4)}, True),
+    ("mha-bias-kv-unbatched", "MultiheadAttention", (8, 2), {"add_bias_kv": True, "bias": False},
+      [f(5, 8), f(4, 8), f(4, 8)], {"attn_mask": f(2, 5, 4)}, True),
     ("tel-post", "TransformerEncoderLayer", (8, 2), {"dim_feedforward": 16, "dropout": 0.0},
       [f(5, 3, 8)], {}, True),
     ("tel-pre-gelu-bf", "TransformerEncoderLayer", (8, 2),
@@ -323,6 +331,7 @@ INIT = [
     ("LSTMCell", (30, 64), {}),
     ("MultiheadAttention", (64, 4), {}),
     ("MultiheadAttention", (64, 4), {"kdim": 32, "vdim": 16, "bias": False}),
+    ("MultiheadAttention", (256, 4), {"add_bias_kv": True}),
     ("TransformerEncoderLayer", (64, 4), {"dim_feedforward": 128}),
     ("Embedding", (200, 30), {"padding_idx": 3}),
     ("BatchNorm2d", (50,), {}),
@@ -438,3 +447,24 @@ def _outcome(fn, M):
 def test_container_indexing_and_editing_match_torch(case):
     _, fn = case
     assert _outcome(fn, enn) == _outcome(fn, torch.nn)
+
+
+@pytest.mark.parametrize("norm_first,final_norm", [(False, False), (True, True)])
+def test_transformer_encoder_stack_matches_torch(norm_first, final_norm):
+    torch.manual_seed(0)
+    kw = {"dim_feedforward": 16, "dropout": 0.0, "norm_first": norm_first, "batch_first": True}
+    t = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(8, 2, **kw, dtype=torch.float64),
+        2,
+        norm=torch.nn.LayerNorm(8, dtype=torch.float64) if final_norm else None,
+        enable_nested_tensor=False,
+    )
+    e = enn.TransformerEncoder(
+        enn.TransformerEncoderLayer(8, 2, **kw, dtype=engine.float64),
+        2,
+        norm=enn.LayerNorm(8, dtype=engine.float64) if final_norm else None,
+        enable_nested_tensor=False,
+    )
+    assert_same_structure(e, t)
+    copy_torch_into_engine(e, t)
+    run_both(e, t, [f(3, 5, 8)], True, {"mask": f(5, 5), "src_key_padding_mask": f(3, 5)})

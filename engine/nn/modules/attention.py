@@ -7,6 +7,7 @@ import copy
 from ... import dtypes as D
 from ...autograd.grad_mode import no_grad
 from ...ops.creation import empty, zeros
+from ...ops.shape import cat
 from ...tensor import Tensor
 from .. import functional as F
 from .. import functional_seq as FS
@@ -62,10 +63,6 @@ class MultiheadAttention(Module):
                 f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
                 f"num_heads={num_heads} instead"
             )
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError(
-                "MultiheadAttention add_bias_kv / add_zero_attn are not supported by Wiregrad's engine"
-            )
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -92,8 +89,12 @@ class MultiheadAttention(Module):
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **kw)
-        self.bias_k = self.bias_v = None
-        self.add_zero_attn = False
+        if add_bias_kv:  # one learned key and value appended to every sequence
+            self.bias_k = Parameter(empty(1, 1, embed_dim, **kw))
+            self.bias_v = Parameter(empty(1, 1, embed_dim, **kw))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn  # a zero key and value appended to every sequence
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
@@ -106,6 +107,9 @@ class MultiheadAttention(Module):
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def _in_projection(self, query: Tensor, key: Tensor, value: Tensor):
         E = self.embed_dim
@@ -164,10 +168,17 @@ class MultiheadAttention(Module):
         h, hd = self.num_heads, self.head_dim
 
         q, k, v = self._in_projection(query, key, value)
+        if self.bias_k is not None:
+            k = cat([k, self.bias_k.expand(1, N, E)])
+            v = cat([v, self.bias_v.expand(1, N, E)])
         # (L, N, E) -> (N * h, L, hd): batch and heads fold into one batch dimension for bmm
         q = q.reshape(L, N * h, hd).transpose(0, 1)
-        k = k.reshape(S, N * h, hd).transpose(0, 1)
-        v = v.reshape(S, N * h, hd).transpose(0, 1)
+        k = k.reshape(k.shape[0], N * h, hd).transpose(0, 1)
+        v = v.reshape(v.shape[0], N * h, hd).transpose(0, 1)
+        if self.add_zero_attn:
+            k = cat([k, zeros(N * h, 1, hd, dtype=k.dtype, device=k.device)], 1)
+            v = cat([v, zeros(N * h, 1, hd, dtype=v.dtype, device=v.device)], 1)
+        extra = k.shape[1] - S  # appended keys attend unmasked: masks grow by zero columns
 
         mask = _additive_mask(attn_mask, q.dtype, "attn_mask")
         if mask is not None:
@@ -194,6 +205,8 @@ class MultiheadAttention(Module):
                 )
             kpm = kpm.view(N, 1, 1, S).expand(N, h, 1, S).reshape(N * h, 1, S)
             mask = kpm if mask is None else mask + kpm
+        if mask is not None and extra:
+            mask = cat([mask, zeros(*mask.shape[:-1], extra, dtype=mask.dtype, device=mask.device)], -1)
 
         p = self.dropout if self.training else 0.0
         out, weights = FS._attention(q, k, v, mask, p, False, None)
@@ -206,7 +219,7 @@ class MultiheadAttention(Module):
             out = out.transpose(0, 1)
         if not need_weights:
             return out, None
-        weights = weights.view(N, h, L, S)
+        weights = weights.view(N, h, L, S + extra)
         if average_attn_weights:
             weights = weights.mean(1)
         return out, (weights if batched else weights.squeeze(0))
