@@ -37,6 +37,7 @@ AUTOSAVE_MS = 30_000
 FILE_FILTER = "Wiregrad graphs (*.json);;All files (*)"
 # Until a run starts the Monitor's plots are empty: it stays short and the canvas gets the height.
 MONITOR_IDLE_H, MONITOR_TRAINING_FRACTION = 210, 0.42
+TRAINING_MIN_ZOOM = 0.6
 # File ▸ Export: kind -> (menu text, dialog title, file suffix, dialog filter)
 EXPORTS = {
     "pytorch": ("&PyTorch script…", "Export a PyTorch training script", ".py", "Python scripts (*.py)"),
@@ -128,8 +129,7 @@ class MainWindow(QMainWindow):
         from widgets.training_monitor import TrainingMonitor
 
         self.training = TrainingMonitor(self)  # training panel, plots, doctor, graph view, runs
-        self.resizeDocks([self.training.monitor_dock], [MONITOR_IDLE_H], Qt.Vertical)
-        self.training.runs_dock.raise_()  # empty plots squeezed short look broken; the runs list doesn't
+        self._idle_bottom_docks()
         self.training.panel.start_requested.connect(self.make_room_for_monitor)
         self.training.actions["start"].triggered.connect(self.make_room_for_monitor)
 
@@ -141,21 +141,49 @@ class MainWindow(QMainWindow):
         # Tabifying docks one by one (Monitor + graph, then + Runs) leaves Qt's tab bar of the
         # earlier group visible on top of the dock it used to serve, where a sliver of it peeks
         # out under the dock's title. A live dock tab bar sits beside its docks, never on one.
-        docks = [d.geometry() for d in self.findChildren(QDockWidget) if d.isVisible() and not d.isFloating()]
+        # Likewise a bar whose docks are all hidden (the bottom group before the first run).
+        docks = [d for d in self.findChildren(QDockWidget) if not d.isFloating()]
+        shown = [d.geometry() for d in docks if d.isVisible()]
+        hidden_titles = {d.windowTitle() for d in docks if d.isHidden()}
         for bar in self.findChildren(QTabBar, options=Qt.FindDirectChildrenOnly):
-            if bar.isVisible() and any(d.contains(bar.geometry()) for d in docks):
+            titles = {bar.tabText(i) for i in range(bar.count())}
+            if bar.isVisible() and (any(g.contains(bar.geometry()) for g in shown) or titles <= hidden_titles):
                 bar.hide()
 
+    def _bottom_docks(self) -> list[QDockWidget]:
+        t = self.training
+        return [t.monitor_dock, t.graph_dock, t.runs_dock]
+
+    def _idle_bottom_docks(self) -> None:
+        """Before any run the Monitor's plots are empty, and squeezed short they look broken: the
+        bottom shows the list of earlier runs, short, or nothing at all when there are none."""
+        if self.training.runs.list.count() == 0:
+            for dock in self._bottom_docks():
+                dock.hide()
+            return
+        self.resizeDocks([self.training.monitor_dock], [MONITOR_IDLE_H], Qt.Vertical)
+        self.training.runs_dock.raise_()
+
     def make_room_for_monitor(self) -> None:
-        """Once a run starts, the Monitor's plots get a good share of the height (if still short)."""
-        dock = self.training.monitor_dock
-        want = round(self.height() * MONITOR_TRAINING_FRACTION)
+        """Once a run starts, the bottom docks show and the Monitor's plots get a good share of the
+        height; a graph that was all in view stays in view on the shorter canvas."""
         if not self.training.is_active():
             return
+        dock = self.training.monitor_dock
+        want = round(self.height() * MONITOR_TRAINING_FRACTION)
+        hidden = all(d.isHidden() for d in self._bottom_docks())
+        ed = self.editor
+        if ed.view.visible_scene_rect().contains(ed.scene.nodes_rect()):
+            # while training, the tints and sparklines matter more than reading every label, so
+            # the graph may shrink a little below the readable zoom to stay whole
+            ed.refit_while_resizing(TRAINING_MIN_ZOOM)
+        if hidden:
+            for d in self._bottom_docks():
+                d.show()
         dock.raise_()
         if not dock.isFloating() and dock.height() < want:
             self.resizeDocks([dock], [want], Qt.Vertical)
-            QTimer.singleShot(0, self._hide_stale_tab_bars)
+        QTimer.singleShot(0, self._hide_stale_tab_bars)
 
     # --- extension points for the training issue --------------------------------------------------
     def add_panel(self, widget: QWidget, title: str, area: Qt.DockWidgetArea = Qt.BottomDockWidgetArea,

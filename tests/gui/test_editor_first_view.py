@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from gui_helpers import show_active
 from PySide6.QtCore import QSettings, Qt
+from PySide6.QtWidgets import QTabBar
 
 from app.document import Document, load_document, save_document
 from widgets.node_editor import NodeEditor
@@ -123,15 +124,23 @@ def test_the_canvas_has_most_of_the_height_until_a_run_starts(qtbot, tmp_path, m
     monkeypatch.setenv("WIREGRAD_RUNS", str(tmp_path / "runs"))
     doc = load_document(EXAMPLES / "spirals.json")
     doc.training["epochs"] = 10_000  # far longer than the test, which stops it
-    win = make_window(qtbot, tmp_path, doc)
+    win = make_window(qtbot, tmp_path, doc, example="spirals")
+    win.show_first_view()
     monitor = win.training.monitor_dock
-    assert win.editor.height() > 0.55 * win.height()
-    assert monitor.height() < win.editor.height() / 2
+    # no runs yet: the bottom docks (empty plots, an empty runs list) wait until the first run
+    assert monitor.isHidden() and win.training.runs_dock.isHidden()
+    assert win.editor.height() > 0.75 * win.height()
+    qtbot.wait(10)  # ...and no leftover tab bar of theirs floats over the window
+    bars = [b for b in win.findChildren(QTabBar) if b.isVisible() and b.parentWidget() is win]
+    assert not any("Monitor" in [b.tabText(i) for i in range(b.count())] for b in bars)
     win.training.actions["start"].trigger()
     try:
-        assert win.training.is_active()
+        assert win.training.is_active() and monitor.isVisible()
         qtbot.waitUntil(lambda: monitor.height() >= 0.35 * win.height(), timeout=5000)
         assert not monitor.visibleRegion().isEmpty()  # raised over the Runs tab
+        # the graph, all in view before, stays in view on the shorter canvas
+        qtbot.waitUntil(lambda: win.editor.view.visible_scene_rect().contains(win.editor.scene.nodes_rect()),
+                        timeout=5000)
     finally:
         win.training.stop()
         qtbot.waitUntil(lambda: not win.training.is_active(), timeout=20_000)

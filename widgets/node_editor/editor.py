@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import shiboken6
-from PySide6.QtCore import QMimeData, QPointF, Qt, Signal
+from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QUndoStack
 from PySide6.QtWidgets import QInputDialog, QVBoxLayout, QWidget
 
@@ -237,6 +237,22 @@ class NodeEditor(QWidget):
         """Fit the graph, but never below a readable zoom: a graph that doesn't fit is shown from its
         start (the user pans, or lays it out to fit). Returns True when all of it is in view."""
         return self.view.fit_rect(self.scene.nodes_rect(), FIT_MARGIN, READABLE_ZOOM)
+
+    _refit_min_zoom: float | None = None
+
+    def refit_while_resizing(self, min_zoom: float = READABLE_ZOOM, msec: int = 400) -> None:
+        """For the next `msec`, each time the canvas changes size (docks are being shown and grown,
+        which can take a few layout passes), fit the graph again, not below `min_zoom`."""
+        self._refit_min_zoom = min_zoom
+        QTimer.singleShot(msec, self._stop_refitting)
+
+    def _stop_refitting(self) -> None:
+        self._refit_min_zoom = None
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        if self._refit_min_zoom is not None:
+            self.view.fit_rect(self.scene.nodes_rect(), FIT_MARGIN, self._refit_min_zoom)
 
     def fitting_layout(self) -> dict[str, tuple[float, float]]:
         """A layered layout (document units) that the view shows at the largest zoom: one band of
