@@ -38,6 +38,15 @@ def _time_order(T: int, reverse: bool) -> range:
     return range(T - 1, -1, -1) if reverse else range(T)
 
 
+def _start(xg, w_hh, h0):
+    """A fused forward's arrays: the input projections X (T, B, G), W_hh^T made contiguous (matmul(out=) is
+    slow on transposed operands) and the hidden states hs (T + 1, B, H) in processing order, hs[0] = h0."""
+    X = xg._arr
+    hs = np.empty((X.shape[0] + 1,) + h0._arr.shape, X.dtype)
+    hs[0] = h0._arr
+    return X, np.ascontiguousarray(w_hh._arr.T), hs
+
+
 def _replay_grads(ctx, reference, grads):
     """Gradients of a Tensor-op replay of the recurrence, recorded for double backward."""
     from ..autograd import grad as autograd_grad
@@ -73,15 +82,12 @@ class _LSTMLayer(Function):
 
     @staticmethod
     def forward(ctx, xg, w_hh, h0, c0, reverse):
-        X, W = xg._arr, np.ascontiguousarray(w_hh._arr.T)  # matmul(out=) is slow on transposed operands
-        T, B, H4 = X.shape
-        H = H4 // 4
-        dt = X.dtype
-        hs = np.empty((T + 1, B, H), dt)  # in processing order; hs[0] is the initial state
+        X, W, hs = _start(xg, w_hh, h0)
+        (T, B, H4), H, dt = X.shape, hs.shape[2], X.dtype
         cs = np.empty((T + 1, B, H), dt)
         tcs = np.empty((T, B, H), dt)  # tanh(c)
         gates = np.empty((T, B, H4), dt)  # activated i, f, g, o
-        hs[0], cs[0] = h0._arr, c0._arr
+        cs[0] = c0._arr
         # sigmoid(a) = 0.5 * tanh(a / 2) + 0.5: one tanh activates all four gates (g keeps plain tanh)
         half = np.full(H4, 0.5, dt)
         half[2 * H : 3 * H] = 1
@@ -169,14 +175,10 @@ class _GRULayer(Function):
 
     @staticmethod
     def forward(ctx, xg, w_hh, b_hh, h0, reverse):
-        X, W = xg._arr, np.ascontiguousarray(w_hh._arr.T)  # matmul(out=) is slow on transposed operands
-        T, B, H3 = X.shape
-        H = H3 // 3
-        dt = X.dtype
-        hs = np.empty((T + 1, B, H), dt)
+        X, W, hs = _start(xg, w_hh, h0)
+        (T, B, H3), H, dt = X.shape, hs.shape[2], X.dtype
         acts = np.empty((T, B, H3), dt)  # activated r, z, n
         hns = np.empty((T, B, H), dt)  # W_hn h + b_hn, needed for dr
-        hs[0] = h0._arr
         hh = np.empty((B, H3), dt)
         for k, t in enumerate(_time_order(T, reverse)):
             np.matmul(hs[k], W, out=hh)
@@ -250,10 +252,8 @@ class _RNNLayer(Function):
 
     @staticmethod
     def forward(ctx, xg, w_hh, h0, relu_, reverse):
-        X, W = xg._arr, np.ascontiguousarray(w_hh._arr.T)  # matmul(out=) is slow on transposed operands
-        T, B, H = X.shape
-        hs = np.empty((T + 1, B, H), X.dtype)
-        hs[0] = h0._arr
+        X, W, hs = _start(xg, w_hh, h0)
+        T = X.shape[0]
         for k, t in enumerate(_time_order(T, reverse)):
             h = hs[k + 1]
             np.matmul(hs[k], W, out=h)
