@@ -11,7 +11,6 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..autograd.function import Function
 from ..tensor import _wrap_array
-from . import _parallel as P
 
 
 class Geometry:
@@ -87,29 +86,14 @@ class Geometry:
         return a[:, :, pt : pt + h, pl : pl + w]
 
 
-def _split(n: int, per_item: int):
-    """Batch chunks for the worker pool (engine/nn/_parallel.py): one chunk when small or single-threaded."""
-    return P.chunks(n, per_item)
-
-
-def _cols_into(cols, x, geom: Geometry, lo: int, hi: int):
-    """Fill cols[lo:hi] (N, G, C/G*kh*kw, Ho*Wo) from samples lo:hi: one copy out of a strided view."""
-    view = geom.windows(geom.pad(x[lo:hi]))
-    np.copyto(cols[lo:hi].reshape(view.shape), view)  # faster than reshape's internal copy of a 6-D view
-
-
-def _new_cols(x, geom: Geometry):
-    n, c = x.shape[:2]
-    ho, wo = geom.out_hw
-    k = (c // geom.groups) * geom.kernel[0] * geom.kernel[1]
-    return np.empty((n, geom.groups, k, ho * wo), dtype=x.dtype)
-
-
 def im2col(x, geom: Geometry):
-    """Columns (N, G, C/G*kh*kw, Ho*Wo), the batch split across the worker pool."""
-    cols = _new_cols(x, geom)
-    P.run(lambda lo, hi: _cols_into(cols, x, geom, lo, hi), _split(x.shape[0], cols[0].size))
-    return cols
+    """Columns (N, G, C/G*kh*kw, Ho*Wo): one copy out of a strided view of the padded input."""
+    n, c = x.shape[:2]
+    view = geom.windows(geom.pad(x))
+    cols = np.empty(view.shape, dtype=x.dtype)
+    np.copyto(cols, view)  # faster than reshape's internal copy of a 6-D strided view
+    ho, wo = geom.out_hw
+    return cols.reshape(n, geom.groups, (c // geom.groups) * geom.kernel[0] * geom.kernel[1], ho * wo)
 
 
 def col2im(cols, geom: Geometry, dtype):
@@ -117,33 +101,19 @@ def col2im(cols, geom: Geometry, dtype):
     n, c = geom.in_shape[:2]
     hp, wp = geom.padded_hw
     out = np.zeros((n, c, hp, wp), dtype=dtype)
-
-    def part(lo, hi):
-        for i, j, sl in geom.offset_slices():
-            out[lo:hi][sl] += cols[lo:hi, :, i, j]
-
-    P.run(part, _split(n, cols[0].size))
+    for i, j, sl in geom.offset_slices():
+        out[sl] += cols[:, :, i, j]
     return np.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
 
 
-def _conv_fwd(x, w, geom: Geometry, bias=None):
-    """(y, cols): each chunk of the batch is copied into its columns and multiplied while still in cache."""
+def _conv_fwd(x, w, geom: Geometry, cols=None):
     g = geom.groups
     n = x.shape[0]
     o = w.shape[0]
-    cols = _new_cols(x, geom)
-    y = np.empty((n, o, *geom.out_hw), dtype=np.result_type(x, w))
-    wg = w.reshape(g, o // g, -1)
-    yg = y.reshape(n, g, o // g, -1)  # (N, G, O/G, L): the GEMM writes straight into NCHW order
-
-    def part(lo, hi):
-        _cols_into(cols, x, geom, lo, hi)
-        np.matmul(wg, cols[lo:hi], out=yg[lo:hi])
-        if bias is not None:
-            y[lo:hi] += bias.reshape(1, -1, 1, 1)
-
-    P.run(part, _split(n, cols[0].size + y[0].size))
-    return y, cols
+    if cols is None:
+        cols = im2col(x, geom)
+    y = np.matmul(w.reshape(g, o // g, -1), cols)  # (N, G, O/G, L): already in NCHW order
+    return y.reshape(n, o, *geom.out_hw), cols
 
 
 def _conv_input_grad(gy, w, geom: Geometry):
@@ -162,8 +132,7 @@ def _conv_input_grad_batch_last(gy, w, geom: Geometry):
 
     With the batch innermost, each offset's target window is a few long contiguous runs (Wo * N floats),
     and no (C*kh*kw, L*N) column buffer is ever materialised: that buffer and the short-run (Wo floats)
-    scatter of NCHW col2im were most of a small conv's backward. Not split across the worker pool: its
-    50 short NumPy calls per LeNet layer hand the GIL back and forth, 1.2x slower on two threads."""
+    scatter of NCHW col2im were most of a small conv's backward."""
     n, o = gy.shape[:2]
     c = geom.in_shape[1]
     ho, wo = geom.out_hw
@@ -182,14 +151,8 @@ def _conv_weight_grad(x, gy, geom: Geometry, w_shape, cols=None):
     if cols is None:
         cols = im2col(x, geom)
     gyr = gy.reshape(n, g, o // g, -1)
-    # sum over the batch of (O/G, L) @ (L, K) per group: batched GEMMs then one reduction per chunk
-    parts = P.run(
-        lambda lo, hi: np.matmul(gyr[lo:hi], cols[lo:hi].transpose(0, 1, 3, 2)).sum(0),
-        _split(n, cols[0].size + gyr[0].size),
-    )
-    gw = parts[0]
-    for p in parts[1:]:
-        gw += p
+    # sum over the batch of (O/G, L) @ (L, K) per group: batched GEMMs then one reduction
+    gw = np.matmul(gyr, cols.transpose(0, 1, 3, 2)).sum(0)
     return gw.reshape(w_shape)
 
 
@@ -200,7 +163,9 @@ class Convolution(Function):
 
     @staticmethod
     def forward(ctx, x, w, b, geom):
-        y, cols = _conv_fwd(x._arr, w._arr, geom, None if b is None else b._arr)
+        y, cols = _conv_fwd(x._arr, w._arr, geom)
+        if b is not None:
+            y += b._arr.reshape(1, -1, 1, 1)
         ctx.save_for_backward(x, w)
         ctx.geom = geom
         if ctx.needs_input_grad and ctx.needs_input_grad[1]:
@@ -260,30 +225,6 @@ class ConvWeightGrad(Function):
 
 
 # ----------------------------------------------------------------------------- pooling
-def _max_pool_into(best, arg, x, geom: Geometry):
-    """best, arg = max and argmax offset of each window of x."""
-    xp = geom.pad(x, -np.inf)
-    kw = geom.kernel[1]
-    beat = np.empty(best.shape, dtype=arg.dtype)
-    # offsets are visited in increasing order, so "last offset whose value beat the running max" is
-    # max(arg, k * (v > best)): vectorised, unlike a masked copy (4x faster on a LeNet pool)
-    for i, j, sl in geom.offset_slices():
-        v = xp[sl]
-        if i == j == 0:
-            np.copyto(best, v)
-            arg.fill(0)
-            continue
-        # strict '>' keeps the first maximum, like PyTorch; np.maximum lets NaN through
-        np.greater(v, best, out=beat)
-        beat *= arg.dtype.type(i * kw + j)
-        np.maximum(arg, beat, out=arg)
-        np.maximum(best, v, out=best)
-    nan = np.isnan(best)
-    if nan.any():  # PyTorch's index of a NaN window is its last NaN (a NaN always replaces the max)
-        for i, j, sl in geom.offset_slices():
-            arg[nan & np.isnan(xp[sl])] = i * kw + j
-
-
 class MaxPool(Function):
     """Max over each window; returns (values, argmax offset in the window: uint8, int32 past 256 offsets)."""
 
@@ -294,10 +235,26 @@ class MaxPool(Function):
         a = x._arr
         if not x._dtype.is_floating_point:
             raise RuntimeError(f"\"max_pool2d\" not implemented for '{x._dtype.name.capitalize()}'")
-        n, c = a.shape[:2]
-        best = np.empty((n, c, *geom.out_hw), dtype=a.dtype)
-        arg = np.empty(best.shape, dtype=np.uint8 if geom.kernel[0] * geom.kernel[1] <= 256 else np.int32)
-        _max_pool_into(best, arg, a, geom)  # many short passes: split across threads they cost 1.1-1.4x more
+        xp = geom.pad(a, -np.inf)
+        # offsets are visited in increasing order, so "last offset whose value beat the running max" is
+        # max(arg, k * (v > best)): vectorised, unlike a masked copy (4x faster on a LeNet pool)
+        arg_dtype = np.uint8 if geom.kernel[0] * geom.kernel[1] <= 256 else np.int32
+        best = arg = beat = None
+        for i, j, sl in geom.offset_slices():
+            v = xp[sl]
+            if best is None:
+                best = v.copy()
+                arg = np.zeros(best.shape, dtype=arg_dtype)
+                beat = np.empty(best.shape, dtype=bool)
+                continue
+            # strict '>' keeps the first maximum, like PyTorch; np.maximum lets NaN through
+            np.greater(v, best, out=beat)
+            np.maximum(arg, beat.astype(arg_dtype) * arg_dtype(i * geom.kernel[1] + j), out=arg)
+            np.maximum(best, v, out=best)
+        nan = np.isnan(best)
+        if nan.any():  # PyTorch's index of a NaN window is its last NaN (a NaN always replaces the max)
+            for i, j, sl in geom.offset_slices():
+                arg[nan & np.isnan(xp[sl])] = i * geom.kernel[1] + j
         ctx.geom = geom
         ctx.arg = arg
         return best, arg
@@ -317,14 +274,9 @@ class MaxUnpoolAdd(Function):
         ctx.geom, ctx.arg = geom, arg
         ga = g._arr
         n, c = geom.in_shape[:2]
+        out = np.zeros((n, c, *geom.padded_hw), dtype=ga.dtype)
         kw = geom.kernel[1]
         disjoint = not geom.overlapping
-        # windows tiling the padded input exactly write every element once: no zero fill needed
-        tiled = disjoint and geom.dilation == (1, 1) and geom.padded_hw == tuple(
-            o * s for o, s in zip(geom.out_hw, geom.stride)
-        ) and geom.stride == geom.kernel
-        out = (np.empty if tiled else np.zeros)((n, c, *geom.padded_hw), dtype=ga.dtype)
-
         for i, j, sl in geom.offset_slices():
             if disjoint:  # each input element is in one window at most: write, don't accumulate
                 np.multiply(ga, arg == i * kw + j, out=out[sl])

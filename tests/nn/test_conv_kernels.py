@@ -1,0 +1,69 @@
+"""Conv and max-pool kernels against torch on odd batch sizes, long and short output rows, strides,
+dilation and groups, NaN windows, and a whole LeNet training step's gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+from nn_helpers import backward_both, close, pair
+
+import engine
+import engine.nn.functional as F
+
+CONV_CASES = [
+    dict(shape=(5, 3, 9, 8), w=(4, 3, 3, 3), stride=1, padding=1, dilation=1, groups=1),
+    dict(shape=(5, 2, 6, 21), w=(3, 2, 3, 2), stride=1, padding=(0, 1), dilation=1, groups=1),
+    dict(shape=(5, 3, 11, 9), w=(4, 3, 2, 3), stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=1),
+    dict(shape=(5, 4, 9, 7), w=(6, 2, 3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2),
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_float32_conv2d_and_its_grads_match_torch(case):
+    kw = {k: case[k] for k in ("stride", "padding", "dilation", "groups")}
+    xe, xt = pair(*case["shape"], dtype=np.float32)
+    we, wt = pair(*case["w"], seed=1, dtype=np.float32)
+    be, bt = pair(case["w"][0], seed=2, dtype=np.float32)
+    ye, yt = F.conv2d(xe, we, be, **kw), TF.conv2d(xt, wt, bt, **kw)
+    close(ye, yt, atol=1e-5, rtol=1e-5)
+    backward_both(ye, yt)
+    for e, t in ((xe, xt), (we, wt), (be, bt)):
+        close(e.grad, t.grad, atol=1e-4, rtol=1e-4)
+
+
+POOL_CASES = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)]
+
+
+@pytest.mark.parametrize("kw", POOL_CASES)
+def test_max_pool2d_with_nan_windows_matches_torch(kw):
+    a = np.random.default_rng(0).standard_normal((5, 3, 8, 9))
+    a[1, 2, 0, 1] = a[3, 0, 4, 4] = np.nan
+    xe, xt = engine.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    ye, ie = F.max_pool2d(xe, return_indices=True, **kw)
+    yt, it = TF.max_pool2d(xt, return_indices=True, **kw)
+    close(ye, yt)
+    np.testing.assert_array_equal(ie.numpy(), it.numpy())
+    backward_both(ye, yt)
+    close(xe.grad, xt.grad)
+
+
+def test_lenet_training_step_gradients_match_torch():
+    def lenet(nn):
+        return nn.Sequential(nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Flatten(), nn.Linear(256, 10))
+
+    me, mt = lenet(engine.nn), lenet(torch.nn)
+    with engine.no_grad():
+        for pe, pt in zip(me.parameters(), mt.parameters()):
+            pe.copy_(engine.tensor(pt.detach().numpy()))
+    x = np.random.default_rng(1).standard_normal((6, 1, 28, 28)).astype(np.float32)
+    y = np.arange(6) % 10
+    le = F.cross_entropy(me(engine.tensor(x)), engine.tensor(y))
+    lt = TF.cross_entropy(mt(torch.tensor(x)), torch.tensor(y))
+    le.backward()
+    lt.backward()
+    close(le, lt, atol=1e-5)
+    for pe, pt in zip(me.parameters(), mt.parameters()):
+        close(pe.grad, pt.grad, atol=1e-5, rtol=1e-4)
