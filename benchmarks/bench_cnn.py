@@ -33,6 +33,8 @@ def main() -> None:
 
     libs = set_threads(args.threads)
     print(f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads); {libs}")
+    # on a shared machine the 2-thread figures mean little unless the second core was free
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     from engine import nn
     from engine.nn import functional as F
 
@@ -77,6 +79,7 @@ def main() -> None:
     for name, (f, b, o) in split.items():
         total = f + b + o
         print(f"  {name:<16} forward {f / total:.0%}, backward {b / total:.0%}, optimiser {o / total:.0%}")
+    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":
