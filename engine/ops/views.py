@@ -6,9 +6,48 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _strides as S
-from ..autograd.function import Function
+from ..autograd.function import Function, _NoGradCtx
 from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
+from .elementwise import AsStridedView
+
+
+class _TrackedView(Tensor):
+    """A view recorded by autograd. An in-place op on its base (or on another view of it) changes what it
+    sees, so, like PyTorch, its grad_fn is rebuilt from the base when the storage's version has moved on
+    since the grad_fn was set: an AsStridedBackward0 into the base's current history."""
+
+    __slots__ = ()
+
+    @property
+    def grad_fn(self):
+        fn, version = self.__dict__.get("_view_fn", (None, 0))
+        st = self._storage
+        if st.version != version and fn is not None:
+            base = self._base
+            if base is not None and base._rg and S.is_contiguous(base._shape, base._strides):
+                fn = AsStridedBackward0._new_node((base,))
+                fn.geom = (self._shape, self._strides, self._offset - base._offset)
+                fn.base_shape = base._shape
+                self._output_nr = 0
+            self.__dict__["_view_fn"] = (fn, st.version)
+        return fn
+
+    @grad_fn.setter
+    def grad_fn(self, fn):
+        self.__dict__["_view_fn"] = (fn, self._storage.version)
+
+
+_TrackedView.__name__ = _TrackedView.__qualname__ = "Tensor"
+_TrackedView.__module__ = "engine"
+_NOT_RECORDING = _NoGradCtx
+
+
+def _tracked(ctx, view: Tensor) -> Tensor:
+    """The view a view op returns; when autograd records it, one whose grad_fn follows in-place ops."""
+    if ctx.__class__ is not _NOT_RECORDING:
+        view.__class__ = _TrackedView
+    return view
 
 
 def _shape_arg(shape) -> tuple:
@@ -23,7 +62,7 @@ class View(Function):
     @staticmethod
     def forward(ctx, x, shape, strides):
         ctx.in_shape = x._shape
-        return x._view(shape, strides, x._offset)
+        return _tracked(ctx, x._view(shape, strides, x._offset))
 
     @staticmethod
     def backward(ctx, g):
@@ -78,7 +117,7 @@ class Permute(Function):
     def forward(ctx, x, dims):
         shape, strides = S.permute(x._shape, x._strides, dims)
         ctx.dims = S.wrap_dims(dims, len(x._shape)) if x._shape else ()
-        return x._view(shape, strides, x._offset)
+        return _tracked(ctx, x._view(shape, strides, x._offset))
 
     @staticmethod
     def backward(ctx, g):
@@ -100,7 +139,7 @@ class Transpose(Function):
     def forward(ctx, x, d0, d1):
         shape, strides = S.transpose(x._shape, x._strides, d0, d1)
         ctx.d0, ctx.d1 = d0, d1
-        return x._view(shape, strides, x._offset)
+        return _tracked(ctx, x._view(shape, strides, x._offset))
 
     @staticmethod
     def backward(ctx, g):
@@ -140,7 +179,7 @@ class Expand(Function):
 
     @staticmethod
     def forward(ctx, x, shape, strides):
-        return x._view(shape, strides, x._offset)
+        return _tracked(ctx, x._view(shape, strides, x._offset))
 
     @staticmethod
     def backward(ctx, g):
@@ -210,7 +249,7 @@ class Slice(Function):
     def forward(ctx, x, index):
         shape, strides, offset = S.basic_index(x._shape, x._strides, x._offset, index)
         ctx.in_shape, ctx.index = x._shape, index
-        return x._view(shape, strides, offset)
+        return _tracked(ctx, x._view(shape, strides, offset))
 
     @staticmethod
     def backward(ctx, g):
@@ -399,7 +438,7 @@ class AsStrided(Function):
         else:
             ctx.geom = (shape, strides, offset)
             ctx.in_geom = (x._shape, x._strides, x._offset)
-        return x._view(shape, strides, offset)
+        return _tracked(ctx, x._view(shape, strides, offset))
 
     @staticmethod
     def backward(ctx, g):
@@ -436,6 +475,7 @@ class AsStridedScatter(Function):
 
 
 UnfoldBackward0 = torch_node(AsStrided, "UnfoldBackward0")
+AsStridedBackward0 = torch_node(AsStridedView, "AsStridedBackward0")  # a view's history rebuilt from its base
 DiagonalBackward0 = torch_node(AsStrided, "DiagonalBackward0")
 
 

@@ -119,11 +119,6 @@ def test_inplace_on_a_view_of_a_non_leaf_propagates_gradients_like_torch(case):
     assert_same(f.grad, u.grad)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: a view taken before an in-place op on its base keeps its old "
-    "grad_fn (torch regenerates it from the base's version)",
-)
 def test_view_grad_fn_reflects_inplace_on_its_base():
     x = engine.ones(2, 3, requires_grad=True)
     y = x * 1.0

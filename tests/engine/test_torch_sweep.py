@@ -840,3 +840,61 @@ def test_repr_matches_torch(fn, arrays):
         return out.replace("torch.", "engine.") if isinstance(out, str) else out
 
     check(normalise, *arrays)
+
+
+# -------------------------------------------------------------------------- a view, then its base in place
+def _then(*steps):
+    """y = a * 1, then the steps in order: view(fn) keeps fn(T, y, views, w) as a result, mutate(fn) runs an
+    in-place op. The views are compared (values, grad_fn, gradients through them)."""
+
+    def fn(T, a, w):
+        y = a * 1
+        views = []
+        for keep, step in steps:
+            out = step(T, y, views, w)
+            if keep:
+                views.append(out)
+        return tuple(views)
+
+    return fn
+
+
+def view(fn):
+    return True, fn
+
+
+def mutate(fn):
+    return False, fn
+
+
+STALE_VIEWS = cases(
+    ("select_then_base_mul", _then(view(lambda T, y, v, w: y[0]), mutate(lambda T, y, v, w: y.mul_(w))),
+     [f(2, 3), f(3)]),
+    ("slice_then_other_view_add", _then(view(lambda T, y, v, w: y[:, 1:]),
+                                         mutate(lambda T, y, v, w: y[1].add_(w))), [f(2, 3), f(3)]),
+    ("transpose_then_base_exp", _then(view(lambda T, y, v, w: y.t()), mutate(lambda T, y, v, w: y.exp_())),
+     [f(2, 3), f(3)]),
+    ("view_of_view_then_base", _then(view(lambda T, y, v, w: y[1:]), view(lambda T, y, v, w: v[0][0]),
+                                      mutate(lambda T, y, v, w: y.mul_(w))), [f(3, 3), f(3)]),
+    ("two_inplace_ops", _then(view(lambda T, y, v, w: y.view(-1)), mutate(lambda T, y, v, w: y.mul_(w)),
+                              mutate(lambda T, y, v, w: y[0].sigmoid_())), [f(2, 3), f(3)]),
+    ("view_taken_after", _then(mutate(lambda T, y, v, w: y.mul_(w)), view(lambda T, y, v, w: y[0])),
+     [f(2, 3), f(3)]),
+)
+
+
+@pytest.mark.parametrize("fn,arrays", STALE_VIEWS)
+def test_views_see_inplace_ops_on_their_base_in_gradients_and_grad_fn(fn, arrays):
+    check(fn, *arrays, grad=True)
+
+
+def test_view_of_a_leaf_keeps_its_gradient_after_an_optimizer_style_update():
+    def fn(T, a):
+        x = T.tensor(a, requires_grad=True)
+        v = x[1:]
+        with T.no_grad():
+            x.mul_(2)  # like optimizer.step(): the version moves, the history does not
+        (v * v).sum().backward()
+        return type(v.grad_fn).__name__, x.grad
+
+    check(fn, f(3))
