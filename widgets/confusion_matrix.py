@@ -61,11 +61,12 @@ class ConfusionMatrixView(QWidget):
     # --- drawing ---------------------------------------------------------------------------------------
     def _layout(self, n: int, title_h: float, label_w: float, axis_h: float) -> None:
         """Square cells as large as the widget allows, the grid centred under the title."""
-        free_w = self.width() - label_w - axis_h - 8
-        free_h = self.height() - title_h - label_w - axis_h - 8
+        margin = 8  # keeps the rotated "true class" off the widget's edge
+        free_w = self.width() - label_w - axis_h - 2 * margin
+        free_h = self.height() - title_h - label_w - axis_h - margin
         self._cell = max(1.0, min(free_w, free_h) / n)
         side = self._cell * n
-        left = axis_h + label_w + (free_w - side) / 2
+        left = margin + axis_h + label_w + (free_w - side) / 2
         self._grid = QRectF(left, title_h + 4, side, side)
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override

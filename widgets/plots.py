@@ -391,7 +391,8 @@ class PlotCard(QWidget):
         if (x_range, y_range) != (self._x_range, self._y_range):
             self._x_range, self._y_range = x_range, y_range
             self.view.setXRange(*x_range, padding=0.01)
-            self.view.setYRange(*y_range, padding=0.06)  # the top and bottom tick labels stay whole
+            # the top and bottom tick labels stay whole (a log axis has labels right at its ends)
+            self.view.setYRange(*y_range, padding=0.1 if self.log_y else 0.06)
 
     # --- export -----------------------------------------------------------------------------------------
     def export_png(self, path: str | Path, width: int = 1200) -> Path:
@@ -441,9 +442,9 @@ def rebin(counts: np.ndarray, edges: np.ndarray, new_edges: np.ndarray) -> np.nd
 
 
 class HistogramCard(QWidget):
-    """Per-layer weight or activation histograms over epochs as a heat map: x = epoch (each column
-    covers the epoch it was measured at the end of), y = value, colour = share of the values in
-    that bin on a log scale (a colour bar says how much)."""
+    """Per-layer weight or activation histograms over epochs as a heat map: x = epoch (one column per
+    epoch, measured at its end, centred on the epoch's number), y = value, colour = share of the
+    values in that bin on a log scale (a colour bar says how much)."""
 
     BINS = 48
     FLOOR = 1e-4  # shares below this draw as the lowest colour
@@ -460,10 +461,10 @@ class HistogramCard(QWidget):
         self.plot = pg.PlotWidget(background=theme.base, axisItems={
             "left": PlainAxis("left"), "bottom": PlainAxis("bottom", integer=True)})
         item = self.plot.getPlotItem()
-        item.setLabel("bottom", "epoch", color=theme.muted)
         for side in ("left", "bottom"):
             item.getAxis(side).setTextPen(theme.muted)
             item.getAxis(side).setPen(theme.grid_major)
+        item.setLabel("bottom", "epoch", color=theme.muted)
         self.view = item.getViewBox()
         self.view.disableAutoRange()
         self.image = pg.ImageItem(axisOrder="row-major")
@@ -539,8 +540,9 @@ class HistogramCard(QWidget):
         m, lo, hi, first = got
         self.body.setCurrentWidget(self.plot)
         self.image.setImage(np.log10(np.maximum(m, self.FLOOR)), levels=(math.log10(self.FLOOR), 0))
-        self.image.setRect(first, lo, m.shape[1], hi - lo)
-        self.view.setRange(xRange=(first, first + m.shape[1]), yRange=(lo, hi), padding=0)
+        left = first + 0.5  # the column of epoch index e is centred on its number, e + 1
+        self.image.setRect(left, lo, m.shape[1], hi - lo)
+        self.view.setRange(xRange=(left, left + m.shape[1]), yRange=(lo, hi), padding=0)
         self.plot.getPlotItem().setLabel("left", f"{self.which.currentText()}", color=current_theme().muted)
 
     def export_png(self, path: str | Path, width: int = 1200) -> Path:

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -137,6 +138,7 @@ class TrainingPanel(QWidget):
         self.lr.editingFinished.connect(self._lr_edited)
         self.option_name = QComboBox()
         self.option_name.setSizeAdjustPolicy(QComboBox.AdjustToContents)  # "weight_decay" reads whole
+        self.option_name.setSizePolicy(QSizePolicy.Minimum, QSizePolicy.Fixed)
         self.option_value = QLineEdit()
         self.option_value.setPlaceholderText("value")
         self.apply_option = QPushButton("Set")

@@ -141,7 +141,7 @@ def test_histogram_heat_map_has_value_on_y_epochs_on_x_and_no_empty_stripes(plot
     first_nonzero, last_nonzero = np.flatnonzero(shares[:, 0])[[0, -1]]
     assert (shares[first_nonzero:last_nonzero + 1, 0] > 0).all() and len(inner) > 5
     (x0, x1), (y0, y1) = card.view.viewRange()
-    assert (x0, x1) == pytest.approx((0, 4)) and y0 == pytest.approx(lo) and y1 == pytest.approx(hi)
+    assert (x0, x1) == pytest.approx((0.5, 4.5)) and y0 == pytest.approx(lo) and y1 == pytest.approx(hi)
     assert lo < -0.3 and hi > 0.3  # the widest epoch sets the value range
     assert rebin(np.array([4.0, 0.0, 2.0]), np.array([0.0, 1, 2, 3]), np.array([0.0, 1.5, 3])).tolist() == [4, 2]
 
