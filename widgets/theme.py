@@ -113,14 +113,17 @@ def icon(name: str, color: str | None = None) -> QIcon:
     path = ICONS / f"{name}.svg"
     if not path.exists():
         path = ICONS / "layer.svg"
-    svg = path.read_text(encoding="utf-8").replace("currentColor", color or _current.text)
-    renderer = QSvgRenderer(QByteArray(svg.encode("utf-8")))
+    source = path.read_text(encoding="utf-8")
     result = QIcon()
-    for size in (16, 18, 24, 32, 36, 48, 64):
-        pixmap = QPixmap(QSize(size, size))
-        pixmap.fill(Qt.transparent)
-        painter = QPainter(pixmap)
-        renderer.render(painter)
-        painter.end()
-        result.addPixmap(pixmap)
+    # a selected row is filled with the accent colour, which would swallow an icon of that colour:
+    # selected, the icon turns white like the row's text
+    for mode, fill in ((QIcon.Normal, color or _current.text), (QIcon.Selected, "#ffffff")):
+        renderer = QSvgRenderer(QByteArray(source.replace("currentColor", fill).encode("utf-8")))
+        for size in (16, 18, 24, 32, 36, 48, 64):
+            pixmap = QPixmap(QSize(size, size))
+            pixmap.fill(Qt.transparent)
+            painter = QPainter(pixmap)
+            renderer.render(painter)
+            painter.end()
+            result.addPixmap(pixmap, mode)
     return result

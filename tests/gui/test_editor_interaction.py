@@ -241,3 +241,20 @@ def test_the_recent_list_keeps_the_newest_eight(window, tmp_path):
         assert window.open_file(path)
     names = [a.text() for a in window.recent_menu.actions()]
     assert names == [f"g{i}.json" for i in range(MAX_RECENT + 2, 2, -1)]
+
+
+def test_icons_turn_white_on_a_selected_row_so_an_accent_coloured_icon_stays_visible(qtbot):
+    from PySide6.QtGui import QIcon
+
+    from widgets.theme import current_theme, icon
+
+    dense = current_theme().category_color("Dense")  # the same blue as the selection
+    ico = icon("dense", dense.name())
+
+    def opaque_colours(mode):
+        image = ico.pixmap(32, 32, mode).toImage()
+        return {image.pixelColor(x, y).name() for x in range(32) for y in range(32)
+                if image.pixelColor(x, y).alpha() == 255}
+
+    assert dense.name() in opaque_colours(QIcon.Normal)
+    assert opaque_colours(QIcon.Selected) == {"#ffffff"}

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QLineEdit, QListWidget, QListWidge
 
 from app.document import ShapeError, catalogue
 from app.document.errors import DocumentError
-from widgets.theme import icon
+from widgets.theme import current_theme, icon
 
 # "Unknown" (category Imported) only stands in for a module an import could not translate; nobody
 # adds one on purpose, so the palette and quick add leave it out.
@@ -86,7 +86,8 @@ class QuickAddPopup(QFrame):
         self.list.clear()
         for name in self._types:
             spec = specs[name]
-            item = QListWidgetItem(icon(spec.icon), f"{name}")
+            color = current_theme().category_color(spec.category).name()  # as in the palette
+            item = QListWidgetItem(icon(spec.icon, color), name)
             item.setData(Qt.UserRole, name)
             item.setToolTip(f"{spec.category}: {spec.description}")
             self.list.addItem(item)
