@@ -338,8 +338,11 @@ def _attention(
     is_causal: bool,
     scale: float | None,
     training: bool = True,
+    safe: bool = True,
 ):
-    """softmax(q k^T * scale + mask) [dropout] @ v; returns (output, weights). Bool masks: True attends."""
+    """softmax(q k^T * scale + mask) [dropout] @ v; returns (output, weights). Bool masks: True attends.
+    safe: a query whose every key is masked gets zero weights (PyTorch's SDPA) instead of NaN (the
+    explicit softmax MultiheadAttention uses when it returns its weights)."""
     L, S = query.shape[-2], key.shape[-2]
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
@@ -355,7 +358,16 @@ def _attention(
             scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
         else:
             scores = scores + attn_mask
+    dead = None
+    if safe and attn_mask is not None:
+        dead = (scores == float("-inf")).all(-1, keepdim=True)
+        if dead.any():
+            scores = scores.masked_fill(dead, 0.0)  # finite, so no NaN reaches the gradients either
+        else:
+            dead = None
     weights = scores.softmax(-1)
+    if dead is not None:
+        weights = weights.masked_fill(dead, 0.0)
     if dropout_p > 0.0 and training:
         from .functional import dropout
 

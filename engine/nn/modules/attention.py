@@ -209,7 +209,7 @@ class MultiheadAttention(Module):
             mask = cat([mask, zeros(*mask.shape[:-1], extra, dtype=mask.dtype, device=mask.device)], -1)
 
         p = self.dropout if self.training else 0.0
-        out, weights = FS._attention(q, k, v, mask, p, False, None)
+        out, weights = FS._attention(q, k, v, mask, p, False, None, safe=not need_weights)
         out = out.transpose(0, 1).reshape(L * N, E)
         out = F.linear(out, self.out_proj.weight, self.out_proj.bias).view(L, N, E)
 
