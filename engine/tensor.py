@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _strides as S
 from . import dtypes as D
-from .autograd.function import AccumulateGrad
+from .autograd.function import AccumulateGrad, _bind_tensor
 from .autograd.grad_mode import state as _grad_state
 from .backend import CPU, as_device, backend_for, backend_of_array, numpy_backend
 
@@ -77,28 +77,56 @@ class TypedStorage:
 
 
 _new_tensor = object.__new__
+_new_storage = object.__new__
+_ndarray = np.ndarray
+_CONTIGUOUS_STRIDES: dict = {}  # shape -> strides; a dict lookup costs half of lru_cache's
+
+
+def _contiguous_strides(shape) -> tuple:
+    strides = S.contiguous_strides(shape)
+    if len(_CONTIGUOUS_STRIDES) > 4096:
+        _CONTIGUOUS_STRIDES.clear()
+    _CONTIGUOUS_STRIDES[shape] = strides
+    return strides
 
 
 def _wrap_array(arr, dtype: D.dtype | None = None) -> Tensor:
     """A new tensor owning `arr` (a fresh op result). Non-contiguous results are made contiguous."""
+    if arr.__class__ is not _ndarray or dtype is not None:
+        return _wrap_other(arr, dtype)
+    # every op result comes here: Storage built in place, strides from a dict
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    st = _new_storage(Storage)
+    st.data = arr.ravel()
+    st.version = 0
+    st.device = CPU
+    st.backend = numpy_backend
+    return _tensor_over(st, arr)
+
+
+def _wrap_other(arr, dtype: D.dtype | None) -> Tensor:
+    """_wrap_array for a dtype change, a NumPy scalar, a nested sequence or a GPU array."""
     if arr.__class__ is not np.ndarray:
         if isinstance(arr, np.generic) or not hasattr(arr, "__cuda_array_interface__"):
             arr = np.asarray(arr)
     if dtype is not None and arr.dtype != dtype.np:
         arr = arr.astype(dtype.np)
-    t = _new_tensor(Tensor)
     if arr.__class__ is np.ndarray:
-        if not arr.flags.c_contiguous:
-            arr = np.ascontiguousarray(arr)
-        t._storage = Storage(arr.reshape(-1))
-    else:
-        be = backend_of_array(arr)
-        if not arr.flags.c_contiguous:
-            arr = be.xp.ascontiguousarray(arr)
-        t._storage = Storage(arr.reshape(-1), be.device_of(arr), be)
-    shape = arr.shape
-    t._shape = shape
-    t._strides = S.contiguous_strides(shape)
+        return _wrap_array(arr)
+    be = backend_of_array(arr)
+    if not arr.flags.c_contiguous:
+        arr = be.xp.ascontiguousarray(arr)
+    return _tensor_over(Storage(arr.reshape(-1), be.device_of(arr), be), arr)
+
+
+def _tensor_over(st: Storage, arr) -> Tensor:
+    """A tensor over all of `st`, shaped like the contiguous array `arr` (which views the same memory)."""
+    t = _new_tensor(Tensor)
+    t._storage = st
+    shape = t._shape = arr.shape
+    strides = _CONTIGUOUS_STRIDES.get(shape)
+    t._strides = strides if strides is not None else _contiguous_strides(shape)
     t._offset = 0
     try:
         t._dtype = _NP_TO_DTYPE[arr.dtype]
@@ -619,6 +647,9 @@ class Size(tuple):
 
     def __add__(self, other):
         return Size(tuple(self) + tuple(other))
+
+
+_bind_tensor(Tensor, _wrap_array)
 
 
 def _install_methods() -> None:

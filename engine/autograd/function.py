@@ -9,6 +9,7 @@ import weakref
 from .grad_mode import state
 
 _seq = itertools.count()
+_next_seq = _seq.__next__
 
 FREED_MSG = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they have "
@@ -18,35 +19,29 @@ FREED_MSG = (
 )
 
 
-_TENSOR_API = None
+# Tensor and _wrap_array, bound by engine.tensor when it is imported (it imports this module first)
+Tensor = None
+_wrap_array = None
 
 
-def _tensor_api():
-    """(Tensor, _wrap_array), imported once (engine.tensor imports this module)."""
-    global _TENSOR_API
-    if _TENSOR_API is None:
-        from ..tensor import Tensor, _wrap_array
-
-        _TENSOR_API = (Tensor, _wrap_array)
-    return _TENSOR_API
+def _bind_tensor(tensor_cls, wrap_array) -> None:
+    global Tensor, _wrap_array
+    Tensor, _wrap_array = tensor_cls, wrap_array
 
 
 class Node:
-    """A node of the backward graph. `next_functions[i]` is (node, output_nr) for forward input i."""
+    """A node of the backward graph. `next_functions[i]` is (node, output_nr) for forward input i.
 
-    __slots__ = (
-        "next_functions",
-        "_input_meta",
-        "_seq",
-        "scope",
-        "_pre_hooks",
-        "_hooks",
-        "_freed",
-        "_trace",
-        "_n_outputs",
-        "__weakref__",
-        "__dict__",
-    )
+    Fields most nodes never change are class-level defaults (an instance stores them only when set), so
+    recording an op sets three fields instead of nine."""
+
+    __slots__ = ("next_functions", "_input_meta", "_seq", "__weakref__", "__dict__")
+    scope = None  # the module that ran the op (state.scope)
+    _pre_hooks = None
+    _hooks = None
+    _freed = False
+    _trace = None  # the forward's stack, under anomaly mode
+    _n_outputs = 1
 
     def name(self) -> str:
         return type(self).__name__
@@ -118,16 +113,20 @@ class Function(Node):
     _raw = False
     _save_output = False  # keep the (first) output for backward, without a reference cycle
 
+    _saved = ()
+    _saved_versions = ()
+    _nondiff = ()
+
     # --- ctx API -------------------------------------------------------------------------
     def save_for_backward(self, *tensors):
         self._saved = tensors
-        self._saved_versions = tuple(t._storage.version if t is not None else 0 for t in tensors)
+        self._saved_versions = [t._storage.version if t is not None else 0 for t in tensors]
 
     @property
     def saved_tensors(self):
         if self._freed:
             raise RuntimeError(FREED_MSG)
-        saved = self.__dict__.get("_saved", ())
+        saved = self._saved
         for t, v in zip(saved, self._saved_versions):
             if t is not None and t._storage.version != v:
                 grad_fn = t.grad_fn.name() if t.grad_fn is not None else None
@@ -172,20 +171,20 @@ class Function(Node):
     def _release(self):
         self._freed = True
         d = self.__dict__
-        d.pop("_saved", None)
+        if "_saved" in d:
+            del d["_saved"]
         d.pop("_out", None)
 
     @classmethod
     def _new_node(cls, args):
         """A graph node for `args` without running forward (in-place ops and views rewire history with it)."""
-        Tensor = (_TENSOR_API or _tensor_api())[0]
-
         node = cls.__new__(cls)
-        node._freed = False
-        node._pre_hooks = node._hooks = None
-        node._seq = next(_seq)
-        node.scope = state.scope
-        node._trace = traceback.format_stack()[:-2] if state.anomaly else None
+        node._seq = _next_seq()
+        st = state
+        if st.scope is not None:
+            node.scope = st.scope
+        if st.anomaly:
+            node._trace = traceback.format_stack()[:-2]
         nf = []
         meta = []
         nig = []
@@ -204,35 +203,42 @@ class Function(Node):
         node.next_functions = tuple(nf)
         node._input_meta = meta
         node.needs_input_grad = tuple(nig)
-        node._n_outputs = 1
         return node
 
     @classmethod
     def apply(cls, *args):
-        Tensor, _wrap_array = _TENSOR_API or _tensor_api()
-        needs = False
         if state.grad_enabled:
             for a in args:
                 if (a.__class__ is Tensor or isinstance(a, Tensor)) and a._rg:
-                    needs = True
-                    break
-        if not needs:
-            if cls._raw:
+                    return cls._apply_recorded(args)
+        if cls._raw:
+            out = cls.forward(_NoGradCtx(), *args)
+        else:
+            prev = state.grad_enabled
+            state.grad_enabled = False
+            try:
                 out = cls.forward(_NoGradCtx(), *args)
-            else:
-                prev = state.grad_enabled
-                state.grad_enabled = False
-                try:
-                    out = cls.forward(_NoGradCtx(), *args)
-                finally:
-                    state.grad_enabled = prev
-            if isinstance(out, tuple):
-                return tuple(o if isinstance(o, Tensor) or o is None else _wrap_array(o) for o in out)
-            return out if isinstance(out, Tensor) else _wrap_array(out)
+            finally:
+                state.grad_enabled = prev
+        if isinstance(out, tuple):
+            return tuple(o if isinstance(o, Tensor) or o is None else _wrap_array(o) for o in out)
+        return out if isinstance(out, Tensor) else _wrap_array(out)
 
+    @classmethod
+    def _apply_recorded(cls, args):
+        """apply() when an input requires grad: record a node, run forward with it as ctx, link outputs."""
         node = cls._new_node(args)
         if cls._raw:
             out = cls.forward(node, *args)
+            if out.__class__ is not tuple and not isinstance(out, Tensor):
+                # the common case, one fresh array (per-op overhead): the general loop below does the same
+                o = _wrap_array(out)
+                if o._dtype.is_floating_point and (not node._nondiff or id(out) not in node._nondiff):
+                    o._rg = True
+                    o.grad_fn = node
+                if cls._save_output:
+                    node._out = (o._alias(), o._storage.version)
+                return o
         else:
             prev = state.grad_enabled
             state.grad_enabled = False
@@ -240,18 +246,9 @@ class Function(Node):
                 out = cls.forward(node, *args)
             finally:
                 state.grad_enabled = prev
-        if cls._raw and out.__class__ is not tuple and not isinstance(out, Tensor):
-            # the common case, one fresh array (per-op overhead): the general loop below does the same
-            o = _wrap_array(out)
-            if o._dtype.is_floating_point and id(out) not in node.__dict__.get("_nondiff", ()):
-                o._rg = True
-                o.grad_fn = node
-            if cls._save_output:
-                node._out = (o._alias(), o._storage.version)
-            return o
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
-        nondiff = node.__dict__.get("_nondiff", ())
+        nondiff = node._nondiff
         wrapped = []
         for i, o in enumerate(outs):
             if o is None:
@@ -269,7 +266,8 @@ class Function(Node):
                 o.grad_fn = node
                 o._output_nr = i
             wrapped.append(o)
-        node._n_outputs = len(outs)
+        if len(outs) != 1:
+            node._n_outputs = len(outs)
         if not single:
             node._out_shapes = [o._shape if o is not None else None for o in wrapped]
         if cls._save_output:
@@ -287,12 +285,7 @@ class AccumulateGrad(Node):
         self._variable = weakref.ref(tensor)
         self.next_functions = ()
         self._input_meta = [(tensor._shape, tensor._dtype)]
-        self._seq = next(_seq)
-        self.scope = None
-        self._pre_hooks = self._hooks = None
-        self._freed = False
-        self._trace = None
-        self._n_outputs = 1
+        self._seq = _next_seq()
 
     @property
     def variable(self):
