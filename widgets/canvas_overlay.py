@@ -253,6 +253,7 @@ class CanvasDashboard:
         self.legend.adjustSize()
         self.legend.move(12, 12)
         self.legend.raise_()
+        self.editor.view.top_inset = self.legend.height() + 18  # fitting the graph keeps clear of it
 
     def clear(self) -> None:
         self.grad.clear()
@@ -269,6 +270,7 @@ class CanvasDashboard:
         self.wire_tints.clear()
         self.active = False
         self.legend.hide()
+        self.editor.view.top_inset = 0
 
     def add_batches(self, records: list[Any]) -> None:
         for m in records:

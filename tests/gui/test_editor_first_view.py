@@ -160,3 +160,14 @@ def test_an_empty_canvas_says_how_to_start_and_hides_its_minimap(qtbot, tmp_path
     ed.actions["minimap"].setChecked(True)
     ed.undo_stack.undo()
     assert hint.isVisible() and not ed.minimap.isVisible()
+
+
+def test_fitting_keeps_the_graph_clear_of_an_overlay_at_the_top(qtbot):
+    ed = NodeEditor(long_chain(4))
+    show_active(qtbot, ed, 1200, 500)
+    ed.view.top_inset = 120  # e.g. the training legend
+    assert ed.fit_to_view()
+    top = ed.view.mapFromScene(ed.scene.nodes_rect().topLeft()).y()
+    assert top >= 120
+    bottom = ed.view.mapFromScene(ed.scene.nodes_rect().bottomLeft()).y()
+    assert bottom <= ed.view.viewport().height()

@@ -83,6 +83,7 @@ class GraphView(QGraphicsView):
         self.setSceneRect(-50_000, -50_000, 100_000, 100_000)  # room to pan anywhere
         self.setFocusPolicy(Qt.StrongFocus)
         self.toast = Toast(self)  # overlays sit on the view, not the viewport, which scrolls its children
+        self.top_inset = 0  # pixels at the top that an overlay covers (the training legend): fits avoid them
         self.empty_hint = EmptyHint(self)
         self._pan_from: QPoint | None = None
         self._space = False
@@ -153,7 +154,7 @@ class GraphView(QGraphicsView):
             self.zoom_changed.emit(self.zoom)
             return True
         rect = rect.adjusted(-margin, -margin, margin, margin)
-        view = self.viewport().rect()
+        view = self.viewport().rect().adjusted(0, self.top_inset, 0, 0)
         fit = min(view.width() / rect.width(), view.height() / rect.height(), 1.25)
         zoom = max(MIN_ZOOM, min_zoom, fit)
         self.resetTransform()
@@ -164,6 +165,7 @@ class GraphView(QGraphicsView):
             centre.setX(rect.left() + half_w)
         if rect.height() / 2 > half_h:
             centre.setY(rect.top() + half_h)
+        centre.setY(centre.y() - self.top_inset / (2 * zoom))  # the band under an overlay stays free
         self.center_on(centre)
         self.zoom_changed.emit(self.zoom)
         return zoom <= fit + 1e-9
