@@ -123,8 +123,8 @@ class Adam(Optimizer):
             np.sqrt(V, out=denom)
             np.divide(denom, bias_correction2_sqrt, out=denom)
             np.add(denom, eps, out=denom)
-            np.multiply(M, -step_size, out=t)
-            np.divide(t, denom, out=t)
+            np.divide(M, denom, out=t)
+            np.multiply(t, -step_size, out=t)
             np.add(P, t, out=P)
             bump_versions(p, st)
 

@@ -122,6 +122,9 @@ def run_both(e, t, inputs: list, train: bool, fwd_kwargs: dict | None = None, se
     tb = dict(t.named_buffers())
     for name, b in e.named_buffers():
         assert_close(b, tb[name], f"buffer {name}")
+    tp = dict(t.named_parameters())
+    for name, p in e.named_parameters():  # forward may renormalise in place (Embedding max_norm)
+        assert_close(p, tp[name], f"parameter {name} after forward")
     return e_out, t_out
 
 
