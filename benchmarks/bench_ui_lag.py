@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("--nice", default="10,0", help="worker niceness values to compare, e.g. 10,0")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    import app.worker
+    import app.worker as worker_module
 
     nices = [int(v) for v in args.nice.split(",")]
     from PySide6.QtWidgets import QApplication
@@ -138,7 +138,7 @@ def main() -> None:
     for r in range(args.rounds):
         for view in chosen:
             for (label, cap), nice in itertools.product(blas if view == "plots" else [caps["capped"]], nices):
-                app.worker.WORKER_NICE = nice
+                worker_module.WORKER_NICE = nice
                 time.sleep(0.3)
                 lags, rate = measure(views[view], app, args.batches, cap)
                 p50, p99, worst = np.percentile(lags, 50), np.percentile(lags, 99), lags.max()
