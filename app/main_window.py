@@ -147,7 +147,8 @@ class MainWindow(QMainWindow):
         hidden_titles = {d.windowTitle() for d in docks if d.isHidden()}
         for bar in self.findChildren(QTabBar, options=Qt.FindDirectChildrenOnly):
             titles = {bar.tabText(i) for i in range(bar.count())}
-            if bar.isVisible() and (any(g.contains(bar.geometry()) for g in shown) or titles <= hidden_titles):
+            on_a_dock = any(g.contains(bar.geometry()) for g in shown)
+            if bar.isVisible() and (on_a_dock or titles <= hidden_titles):
                 bar.hide()
 
     def _bottom_docks(self) -> list[QDockWidget]:
