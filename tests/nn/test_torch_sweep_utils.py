@@ -202,3 +202,22 @@ def test_grad_scaler_scales_skips_and_adapts_like_torch(kwargs):
         np.testing.assert_allclose(e[1], t[1], rtol=1e-6, err_msg=f"unscaled grad at step {i}")
         np.testing.assert_allclose(e[2], t[2], rtol=1e-6, err_msg=f"params after step {i}")
     assert e_sd == t_sd
+
+
+@pytest.mark.parametrize("norm_type", [1.0, 2.0, math.inf])
+def test_get_total_norm_and_clip_grads_with_norm_match_torch(norm_type):
+    pe, pt = _grads(to_engine, enn.Parameter, scale=3.0), _grads(to_torch, torch.nn.Parameter, scale=3.0)
+    ne = enn.utils.get_total_norm([p.grad for p in pe if p.grad is not None], norm_type)
+    nt = torch.nn.utils.get_total_norm([p.grad for p in pt if p.grad is not None], norm_type)
+    assert_close(ne, nt, "total norm")
+    enn.utils.clip_grads_with_norm_(pe, 1.5, ne)
+    torch.nn.utils.clip_grads_with_norm_(pt, 1.5, nt)
+    for a, b in zip(pe, pt):
+        assert_close(a.grad, b.grad, "clipped grad")
+
+
+def test_clip_grad_norm_warns_on_an_empty_generator_like_torch():
+    with pytest.warns(UserWarning, match="empty generator"):
+        torch.nn.utils.clip_grad_norm_((p for p in []), 1.0)
+    with pytest.warns(UserWarning, match="empty generator"):
+        enn.utils.clip_grad_norm_((p for p in []), 1.0)
