@@ -430,6 +430,16 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     return IndexFillBackward0.apply(input, _value_for(input, value), index, False)
 
 
+def index_fill_(input, dim, index, value):
+    fill = lambda s: index_fill(s, dim, index, value)  # noqa: E731
+    return E.inplace(input, fill, op_name="index_fill_", needs_old=False)
+
+
+def masked_scatter_(input, mask, source):
+    return E.inplace(input, lambda s, v: masked_scatter(s, mask, v), source, op_name="masked_scatter_",
+                     needs_old=False)
+
+
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     if mask._dtype is not D.bool_:
         raise RuntimeError(

@@ -145,7 +145,22 @@ def dot(input, other):
     return matmul(input, other)
 
 
-vdot = inner = dot
+vdot = dot
+
+
+def inner(input, other):
+    """Sum of products over the last dims: a.shape[:-1] + b.shape[:-1] (a dot product for vectors)."""
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    rows = other.reshape(-1, other._shape[-1]).mT  # (k, every other index of b)
+    return matmul(input, rows).reshape(input._shape[:-1] + other._shape[:-1])
+
+
+def trace(input):
+    """Sum of the main diagonal of a matrix."""
+    if input.ndim != 2:
+        raise RuntimeError("trace: expected a matrix, but got tensor with dim " + str(input.ndim))
+    return input.diagonal().sum()
 
 
 def outer(input, vec2):

@@ -22,6 +22,13 @@ def _pow_rev(self, other):
     return E.pow(other, self)
 
 
+def _is_nonzero(self) -> bool:
+    if self.numel() != 1:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous" if not self.numel() else
+                           "Boolean value of Tensor with more than one value is ambiguous")
+    return bool(self.item())
+
+
 def _iop(fn):
     def op(self, other):
         return fn(self, other)
@@ -63,7 +70,7 @@ METHODS = {
     "norm": R.norm, "all": R.all, "any": R.any, "cumsum": R.cumsum, "cumprod": R.cumprod,
     "softmax": R.softmax, "log_softmax": R.log_softmax, "sum_to_size": lambda self, *s: R.sum_to_size(
         self, s[0] if len(s) == 1 and isinstance(s[0], (tuple, list)) else s),
-    "count_nonzero": R.count_nonzero,
+    "count_nonzero": R.count_nonzero, "nansum": R.nansum, "nanmean": R.nanmean, "aminmax": R.aminmax,
     # views
     "view": V.view, "reshape": V.reshape, "view_as": V.view_as, "reshape_as": V.reshape_as,
     "permute": V.permute, "transpose": V.transpose, "swapaxes": V.transpose, "swapdims": V.transpose,
@@ -83,12 +90,22 @@ METHODS = {
     # joining, sorting, linear algebra
     "flip": SH.flip, "fliplr": SH.fliplr, "flipud": SH.flipud, "roll": SH.roll, "repeat": SH.repeat,
     "tile": SH.tile, "repeat_interleave": SH.repeat_interleave, "tril": SH.tril, "triu": SH.triu,
-    "diag": SH.diag,
+    "diag": SH.diag, "diff": SH.diff, "rot90": SH.rot90,
+    "tril_": lambda self, diagonal=0: E.inplace(self, lambda s: SH.tril(s, diagonal), op_name="tril_"),
+    "triu_": lambda self, diagonal=0: E.inplace(self, lambda s: SH.triu(s, diagonal), op_name="triu_"),
     "sort": SO.sort, "argsort": SO.argsort, "topk": SO.topk, "kthvalue": SO.kthvalue, "median": SO.median,
     "unique": SO.unique, "unique_consecutive": SO.unique_consecutive,
     "bincount": SO.bincount,
     "matmul": L.matmul, "mm": L.mm, "bmm": L.bmm, "mv": L.mv, "dot": L.dot, "outer": L.outer,
-    "addmm": L.addmm,
+    "addmm": L.addmm, "inner": L.inner, "ger": L.outer, "trace": L.trace,
+    "msort": lambda self: SO.sort(self, 0).values,
+    "where": lambda self, condition, other: E.where(condition, self, other),
+    "bitwise_and": E.bitwise_and, "bitwise_or": E.bitwise_or, "bitwise_xor": E.bitwise_xor,
+    "index_fill_": I.index_fill_, "masked_scatter_": I.masked_scatter_,
+    "short": lambda self: self.to("int16"), "char": lambda self: self.to("int8"),
+    "get_device": lambda self: self.device.index if self.is_cuda else -1,
+    "is_same_size": lambda self, other: self._shape == other._shape,
+    "is_nonzero": _is_nonzero,
     # random in-place
     "uniform_": C.uniform_, "normal_": C.normal_, "random_": C.random_, "bernoulli_": C.bernoulli_,
     "exponential_": C.exponential_, "bernoulli": C.bernoulli, "multinomial": C.multinomial,
@@ -107,7 +124,8 @@ METHODS = {
     "__itruediv__": _iop(E.div_),
 }
 
-PROPERTIES = {"T": V.T, "mT": V.mT}
+PROPERTIES = {"T": V.T, "mT": V.mT, "H": V.T, "mH": V.mT, "itemsize": lambda self: self._dtype.itemsize,
+              "nbytes": lambda self: self.numel() * self._dtype.itemsize}
 
 
 def install(cls) -> None:

@@ -184,7 +184,8 @@ class Std(Var):
         g = _expand_back(g, x._shape, ctx.axes, ctx.keepdim)
         if ctx.n - ctx.correction <= 0:
             return g * float("nan")
-        return g * (x - x.mean(dim=ctx.axes, keepdim=True)) / (out * (ctx.n - ctx.correction))
+        safe = out.masked_fill(out == 0, math.inf)  # a constant slice has gradient 0, like PyTorch
+        return g * (x - x.mean(dim=ctx.axes, keepdim=True)) / (safe * (ctx.n - ctx.correction))
 
 
 StdBackward0 = torch_node(Std, "StdBackward0")
@@ -504,6 +505,46 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     elif isinstance(p, str):
         raise RuntimeError(f"norm(): unsupported norm type {p!r} for a vector norm")
     return LinalgVectorNormBackward0.apply(input, float(p), _axes(input, dim), keepdim)
+
+
+class Nansum(Function):
+    """sum() with NaN counted as zero; NaN positions get no gradient."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, axes, keepdim, dtype):
+        ctx.save_for_backward(x)
+        ctx.axes, ctx.keepdim = axes, keepdim
+        return np.nansum(x._arr, axis=axes, keepdims=keepdim, dtype=dtype.np)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _expand_back(g, x._shape, ctx.axes, ctx.keepdim).masked_fill(x.isnan(), 0.0)
+
+
+NansumBackward0 = torch_node(Nansum, "NansumBackward0")
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    return NansumBackward0.apply(input, _axes(input, dim), keepdim, _sum_dtype(input, dtype))
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """mean() of the non-NaN elements (NaN where all are NaN)."""
+    if not input._dtype.is_floating_point:
+        return mean(input, dim, keepdim, dtype=dtype)
+    kept = (~input.isnan()).sum(dim, keepdim)
+    return nansum(input, dim, keepdim, dtype=dtype) / kept
+
+
+aminmax_result = namedtuple("aminmax", ["min", "max"])
+
+
+def aminmax(input, *, dim=None, keepdim=False):
+    dims = () if dim is None else dim
+    return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
 
 
 def _logical_reduce(np_fn, input, dim, keepdim):

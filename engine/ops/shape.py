@@ -337,3 +337,43 @@ def constant_pad(input, pad, value=0.0):
 
 
 ConstantPadNdBackward0 = torch_node(ConstantPad, "ConstantPadNdBackward0")
+
+
+def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
+    """n-th forward difference along dim (bool: XOR of neighbours, like PyTorch)."""
+    d = S.wrap_dim(dim, input.ndim)
+    x = cat([t for t in (prepend, input, append) if t is not None], d) if prepend is not None or \
+        append is not None else input
+    for _ in range(n):
+        m = x._shape[d]
+        if m == 0:
+            break
+        hi, lo = x.narrow(d, 1, m - 1), x.narrow(d, 0, m - 1)
+        x = hi ^ lo if x._dtype is D.bool_ else hi - lo
+    return x
+
+
+class Rot90(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, k, dims):
+        ctx.k, ctx.dims = k, dims
+        return np.rot90(x._arr, k, dims).copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        return Rot90.apply(g, -ctx.k, ctx.dims), None, None
+
+
+Rot90Backward0 = torch_node(Rot90, "Rot90Backward0")
+
+
+def rot90(input, k: int = 1, dims=(0, 1)):
+    """Rotates by k * 90 degrees from the first dim towards the second (copies)."""
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    d0, d1 = S.wrap_dim(dims[0], input.ndim), S.wrap_dim(dims[1], input.ndim)
+    if d0 == d1:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}")
+    return Rot90Backward0.apply(input, int(k), (d0, d1))

@@ -898,3 +898,113 @@ def test_view_of_a_leaf_keeps_its_gradient_after_an_optimizer_style_update():
         return type(v.grad_fn).__name__, x.grad
 
     check(fn, f(3))
+
+
+# ----------------------------------------------------------------------------- promotion matrix
+_DTYPES = {"bool": np.bool_, "uint8": np.uint8, "int8": np.int8, "int32": np.int32, "int64": np.int64,
+           "float16": np.float16, "float32": np.float32, "float64": np.float64}
+
+
+def _sample(dtype, shape):
+    a = np.array([1, 2, 0, 3, 1, 2][: int(np.prod(shape))] if shape else 2).reshape(shape)
+    return a.astype(dtype)
+
+
+@pytest.mark.parametrize("other", ["dim", "zero_dim", "bool", "int", "float"])
+@pytest.mark.parametrize("dt2", list(_DTYPES))
+@pytest.mark.parametrize("dt1", list(_DTYPES))
+def test_add_and_mul_promote_like_torch(dt1, dt2, other):
+    """Dimensioned tensor (dt1) with a dimensioned or 0-d tensor (dt2), or a Python scalar."""
+    if other in ("bool", "int", "float") and dt2 != "bool":
+        pytest.skip("the scalar cases do not depend on dt2")
+    scalar = {"bool": True, "int": 3, "float": 1.5}.get(other)
+
+    def fn(T, a, *c):
+        rhs = c[0] if c else scalar
+        return a * rhs, rhs * a, (a + rhs) if not (a.dtype == T.bool and isinstance(rhs, bool)) else None
+
+    arrays = [_sample(_DTYPES[dt1], (2, 3))]
+    if scalar is None:
+        arrays.append(_sample(_DTYPES[dt2], (3,) if other == "dim" else ()))
+    check(fn, *arrays)
+
+
+# ----------------------------------------------------------------------------- reductions over random dims
+REDUCERS = {
+    "sum": lambda T, a, d, k: a.sum(d, keepdim=k), "mean": lambda T, a, d, k: a.mean(d, keepdim=k),
+    "amax": lambda T, a, d, k: a.amax(d, keepdim=k), "amin": lambda T, a, d, k: T.amin(a, d, keepdim=k),
+    "prod": lambda T, a, d, k: a.prod(d[0], keepdim=k), "var": lambda T, a, d, k: a.var(d, keepdim=k),
+    "std": lambda T, a, d, k: a.std(d, correction=0, keepdim=k),
+    "logsumexp": lambda T, a, d, k: a.logsumexp(d, keepdim=k), "norm": lambda T, a, d, k: a.norm(dim=d, keepdim=k),
+    "max_dim": lambda T, a, d, k: a.max(d[0], keepdim=k), "argmin": lambda T, a, d, k: a.argmin(d[0], keepdim=k),
+    "any": lambda T, a, d, k: (a > 0).any(d[0], keepdim=k), "cumsum": lambda T, a, d, k: a.cumsum(d[0]),
+    "softmax": lambda T, a, d, k: a.softmax(d[0]), "median": lambda T, a, d, k: a.median(d[0], keepdim=k),
+}
+_RNG = np.random.default_rng(11)
+_DIMS = [((2, 3, 4), (0,)), ((2, 3, 4), (-1,)), ((2, 3, 4), (0, 2)), ((2, 3, 4), (-1, -2)), ((5,), (0,)),
+         ((3, 1, 2), (1,)), ((4, 3), (1, 0))]
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("shape,dims", _DIMS, ids=str)
+@pytest.mark.parametrize("name", list(REDUCERS))
+def test_reductions_over_dims_match_torch(name, shape, dims, keepdim):
+    a = _RNG.uniform(-2, 2, shape).astype(np.float64)
+    check(lambda T, x: REDUCERS[name](T, x, dims, keepdim), a, grad=True, noncontig=keepdim)
+
+
+# ----------------------------------------------------------------------------- less common methods
+METHODS = cases(
+    ("nansum", lambda T, a: a.nansum(), [NAN]),
+    ("nansum_dim", lambda T, a: a.reshape(2, 3).nansum(1, keepdim=True), [NAN]),
+    ("nansum_int", lambda T, a: a.nansum(), [i(4)]),
+    ("nanmean", lambda T, a: a.reshape(2, 3).nanmean(0), [NAN]),
+    ("aminmax", lambda T, a: a.aminmax(), [f(3, 4)]),
+    ("aminmax_dim", lambda T, a: a.aminmax(dim=1, keepdim=True), [i(3, 4)]),
+    ("diff", lambda T, a: a.diff(), [f(3, 4)]),
+    ("diff_n2_dim0", lambda T, a: a.diff(2, 0), [f(4, 3)]),
+    ("diff_bool", lambda T, a: a.diff(), [b(5)]),
+    ("diff_prepend", lambda T, a, p: a.diff(dim=0, prepend=p), [f(3), f(2)]),
+    ("rot90", lambda T, a: a.rot90(), [f(2, 3)]),
+    ("rot90_k3", lambda T, a: a.rot90(3, (1, 0)), [f(2, 3)]),
+    ("rot90_k2", lambda T, a: a.rot90(2), [f(2, 3)]),
+    ("trace", lambda T, a: a.trace(), [f(3, 4)]),
+    ("trace_int", lambda T, a: a.trace(), [i(3, 3)]),
+    ("inner_vec", lambda T, a, c: a.inner(c), [f(3), f(3)]),
+    ("inner_nd", lambda T, a, c: a.inner(c), [f(2, 3), f(4, 3)]),
+    ("ger", lambda T, a, c: a.ger(c), [f(3), f(2)]),
+    ("msort", lambda T, a: a.msort(), [f(3, 2)]),
+    ("where_method", lambda T, a, c: a.where(c, 0.0), [f(3), b(3)]),
+    ("bitwise_methods", lambda T, a, c: (a.bitwise_and(c), a.bitwise_or(c), a.bitwise_xor(c)), [i(4), i(4)]),
+    ("short_char", lambda T, a: (a.short(), a.char()), [i(3)]),
+    ("itemsize_nbytes", lambda T, a: (a.itemsize, a.nbytes), [f(3, 2)]),
+    ("H", lambda T, a: a.H, [f(2, 3)]),
+    ("get_device", lambda T, a: a.get_device(), [f(2)]),
+    ("is_same_size", lambda T, a, c: a.is_same_size(c), [f(2, 3), f(3, 2)]),
+    ("is_nonzero", lambda T, a: a.is_nonzero(), [np.array([0.0])]),
+    ("is_nonzero_many", lambda T, a: a.is_nonzero(), [f(2)]),
+    ("tril_", _inplace(lambda T, y: y.tril_(-1)), [f(3, 3)]),
+    ("triu_", _inplace(lambda T, y: y.triu_(1)), [f(3, 3)]),
+    ("index_fill_", _inplace(lambda T, y, ix: y.index_fill_(1, ix, 5.0)), [f(2, 3), np.array([0, 2])]),
+    ("masked_scatter_", _inplace(lambda T, y, m, s: y.masked_scatter_(m, s)), [f(2, 3), b(2, 3), f(6)]),
+)
+
+
+@pytest.mark.parametrize("fn,arrays", METHODS)
+def test_less_common_methods_match_torch(fn, arrays):
+    check(fn, *arrays)
+
+
+METHODS_GRAD = cases(
+    ("nansum", lambda T, a: a.nansum(0), [f(3, 4)]),
+    ("diff", lambda T, a: a.diff(dim=0), [f(3, 4)]),
+    ("rot90", lambda T, a: a.rot90(), [f(3, 4)]),
+    ("trace", lambda T, a: a.trace() * 1, [f(3, 4)]),
+    ("inner", lambda T, a, c: a.inner(c), [f(2, 3), f(4, 3)]),
+    ("aminmax", lambda T, a: (lambda r: r.min + r.max)(a.aminmax(dim=0)), [TIES]),
+)
+
+
+@pytest.mark.parametrize("fn,arrays", METHODS_GRAD)
+def test_less_common_method_gradients_match_torch(fn, arrays):
+    check(fn, *arrays, grad=True, noncontig=True)
