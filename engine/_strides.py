@@ -51,7 +51,8 @@ def wrap_dim(dim: int, ndim: int) -> int:
 def wrap_dims(dims, ndim: int) -> tuple[int, ...]:
     out = tuple(wrap_dim(d, ndim) for d in dims)
     if len(set(out)) != len(out):
-        raise RuntimeError(f"dim {out} appears multiple times in the list of dims")
+        dup = next(d for i, d in enumerate(out) if d in out[:i])
+        raise RuntimeError(f"dim {dup} appears multiple times in the list of dims")
     return out
 
 
@@ -66,7 +67,7 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
             elif n != 1 and n != out[j]:
                 raise RuntimeError(
                     f"The size of tensor a ({out[j]}) must match the size of tensor b ({n}) at non-singleton "
-                    f"dimension {i}. Shapes: {' and '.join(str(tuple(x)) for x in shapes)}")
+                    f"dimension {j}. Shapes: {' and '.join(str(tuple(x)) for x in shapes)}")
     return tuple(out)
 
 
@@ -80,6 +81,11 @@ def infer_size(shape, total: int) -> Shape:
         raise RuntimeError(f"invalid shape dimension {min(shape)}")
     known = numel(tuple(s for s in shape if s != -1))
     if neg:
+        if known == 0 and total == 0:
+            raise RuntimeError(
+                f"cannot reshape tensor of 0 elements into shape {list(shape)} because the unspecified "
+                "dimension size -1 can be any value and is ambiguous"
+            )
         if known == 0 or total % known:
             raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {total}")
         shape = shape[: neg[0]] + (total // known,) + shape[neg[0] + 1:]
@@ -128,8 +134,10 @@ def permute(shape: Shape, strides: Shape, dims) -> tuple[Shape, Shape]:
             f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal "
             f"to len(dims) = {len(dims)}"
         )
-    dims = wrap_dims(dims, nd)
-    return tuple(shape[d] for d in dims), tuple(strides[d] for d in dims)
+    wrapped = tuple(wrap_dim(d, nd) for d in dims)
+    if len(set(wrapped)) != nd:
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return tuple(shape[d] for d in wrapped), tuple(strides[d] for d in wrapped)
 
 
 def transpose(shape: Shape, strides: Shape, d0: int, d1: int) -> tuple[Shape, Shape]:

@@ -55,6 +55,16 @@ def scalar_type_name(d: dtype) -> str:
     return _TORCH_SCALAR_NAMES[d.name]
 
 
+_CPP_NAMES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short int",
+              "int32": "int", "int64": "long int", "float16": "c10::Half", "float32": "float",
+              "float64": "double"}
+
+
+def cpp_type_name(d: dtype) -> str:
+    """The C++ element type PyTorch's messages name: 'float', 'double', 'long int', 'unsigned char'..."""
+    return _CPP_NAMES[d.name]
+
+
 def _by_name(name: str) -> dtype:
     return _NAMES[name]
 

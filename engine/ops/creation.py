@@ -81,12 +81,24 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
             data = _tensors_to_lists(data)
         try:
             arr = np.array(data, dtype=dt.np)
-        except ValueError as e:
-            raise ValueError(f"expected sequence of equal-length lists ({e})") from None
+        except ValueError:
+            raise ValueError(_ragged_message(data)) from None
     if arr.dtype != dt.np:
         arr = arr.astype(dt.np)
     # not np.ascontiguousarray: it turns a 0-d array into shape (1,)
     return _finish(np.asarray(arr, order="C"), device, requires_grad, pin_memory)
+
+
+def _ragged_message(data) -> str:
+    """PyTorch's error for nested lists of unequal lengths: the first dim where a length differs."""
+    level, dim = [data], 0
+    while level and all(isinstance(x, (list, tuple)) for x in level):
+        n = len(level[0])
+        for x in level:
+            if len(x) != n:
+                return f"expected sequence of length {n} at dim {dim} (got {len(x)})"
+        level, dim = [y for x in level for y in x], dim + 1
+    return "expected a sequence of numbers with the same nesting at every position"
 
 
 def _flat(x):
@@ -223,7 +235,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) / step < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = D.int64 if all(isinstance(v, int) for v in vals) else D.get_default_dtype()
     dt = D.as_dtype(dtype)

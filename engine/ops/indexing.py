@@ -443,7 +443,8 @@ def masked_scatter_(input, mask, source):
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     if mask._dtype is not D.bool_:
         raise RuntimeError(
-            f"masked_fill_ only supports boolean masks, but got mask with dtype {mask._dtype.name}"
+            "masked_fill_ only supports boolean masks, but got mask with dtype "
+            f"{D.cpp_type_name(mask._dtype)}"
         )
     if isinstance(value, Tensor) and value.ndim:
         raise RuntimeError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _strides as S
+from .. import dtypes as D
 from ..amp import _state as _amp_state
 from ..amp import autocast_cast
 from ..autograd.function import Function
@@ -13,8 +14,8 @@ from ..tensor import Tensor
 
 def _check_same(a: Tensor, b: Tensor, name: str) -> None:
     if a._dtype is not b._dtype:
-        raise RuntimeError(f"{name}: expected m1 and m2 to have the same dtype, but got: {a._dtype.name} != "
-                           f"{b._dtype.name}")
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{D.cpp_type_name(a._dtype)} != {D.cpp_type_name(b._dtype)}")
     if a._storage.device != b._storage.device:
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                            f"{a.device} and {b.device}!")

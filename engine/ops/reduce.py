@@ -101,7 +101,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     if not input._dtype.is_floating_point and dtype is None:
         raise RuntimeError(
             f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
-            f"complex dtype. Got: {input._dtype.name.capitalize()}"
+            f"complex dtype. Got: {D.scalar_type_name(input._dtype)}"
         )
     dt = _sum_dtype(input, dtype)
     if not dt.is_floating_point:

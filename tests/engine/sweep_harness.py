@@ -5,6 +5,8 @@ from the same NumPy arrays. Compared: exception class, result structure, shape, 
 strides and view-ness, requires_grad, grad_fn name, Python scalar types, and leaf gradients."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 
@@ -52,6 +54,9 @@ def compare(t, e, path: str = "out") -> None:
         assert isinstance(e, type(t)), (
             f"{path}: torch raised {type(t).__name__} ({t}); engine raised {type(e).__name__} ({e})"
         )
+        # the sizes, dims and indices torch's message names (shapes above all) are named by the engine's too
+        missing = set(re.findall(r"-?\d+", str(t))) - set(re.findall(r"-?\d+", str(e)))
+        assert not missing, f"{path}: the engine's message lacks {sorted(missing)}: torch {t} / engine {e}"
         return
     if isinstance(e, BaseException):
         raise AssertionError(f"{path}: torch returned {t!r}; engine raised {type(e).__name__}: {e}") from e
