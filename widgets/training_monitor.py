@@ -228,6 +228,10 @@ class TrainingMonitor(QObject):
         options: dict[str, Any] = {}
         if epochs is not None:
             options["epochs"] = epochs
+        path = getattr(self.window, "path", None)
+        if path is not None:
+            # relative dataset paths in a saved document mean "next to the document", as in `wiregrad train`
+            options["base_dir"] = Path(path).parent
         device = self.panel.device.currentData()
         session = TrainingSession(doc, run_dir, device=device, parent=self, **options)
         meta = {"name": name, "started": time.time(), "status": "running",

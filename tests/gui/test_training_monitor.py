@@ -277,3 +277,24 @@ def test_closing_the_window_while_training_stops_the_worker_cleanly(qtbot, make_
     win.close()
     assert not session.is_running()
     assert session.summary is not None and session.summary.status == "stopped"
+
+
+def test_a_saved_graph_trains_on_a_dataset_path_relative_to_its_file(qtbot, make_window, tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    rows = [f"{x:.4f},{y:.4f},{int(x + y > 0)}" for x, y in rng.normal(size=(200, 2))]
+    (folder / "points.csv").write_text("x,y,label\n" + "\n".join(rows) + "\n")
+    doc = spirals(dataset={"name": "csv", "path": "points.csv", "label_column": "label"})
+    path = folder / "graph.json"
+    path.write_text(json.dumps(doc.to_dict()), encoding="utf-8")
+    assert Path.cwd() != folder  # the path must resolve against the document, not the working directory
+
+    win = make_window(spirals())
+    assert win.open_file(path, ask=False)
+    mon = win.training
+    session = mon.start()
+    assert session is not None and not win.errors
+    qtbot.waitUntil(lambda: mon.batches_seen >= 3 or bool(win.errors), timeout=TIMEOUT)
+    assert not win.errors, win.errors
+    stop_and_wait(qtbot, win)
