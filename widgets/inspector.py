@@ -501,9 +501,19 @@ class TrainingForm(QWidget):
                                DATASET_FILE_FILTERS.get(name, "All files (*)"), folder)
         if not picked:
             return False
-        # absolute: the GUI's training run resolves a relative path against the working directory
-        self._commit_option(option, Path(picked).resolve().as_posix())
+        self._commit_option(option, self._stored_path(Path(picked).resolve(), base))
         return True
+
+    @staticmethod
+    def _stored_path(picked: Path, base: Path | None) -> str:
+        """A pick inside the document's folder is stored relative to it (the project folder can move,
+        and runs resolve it against the document, as `wiregrad train` does); anything else absolute."""
+        if base is not None:
+            try:
+                return picked.relative_to(Path(base).resolve()).as_posix()
+            except ValueError:
+                pass
+        return picked.as_posix()
 
     def ask_path(self, title: str, start: str, file_filter: str, folder: bool) -> str | None:
         """The file dialog (tests replace this)."""

@@ -8,10 +8,10 @@ from PySide6.QtCore import Qt
 from app.datasets import load_dataset
 
 
-def form_for(qtbot, editor, dataset: str):
+def form_for(qtbot, editor, dataset: str, base_dir=None):
     from widgets.inspector import Inspector
 
-    inspector = Inspector(editor)
+    inspector = Inspector(editor, base_dir=(lambda: base_dir) if base_dir is not None else None)
     qtbot.addWidget(inspector)
     inspector.resize(360, 900)
     inspector.setCurrentIndex(1)
@@ -72,3 +72,20 @@ def test_idx_offers_a_browse_button_for_each_of_its_files(qtbot, editor, tmp_pat
     assert form.browse("labels")
     assert "*-ubyte" in form.asked[-1][2]
     assert editor.doc.training["dataset"]["labels"] == labels.resolve().as_posix()
+
+
+def test_a_pick_inside_the_documents_folder_is_stored_relative_to_it(qtbot, editor, tmp_path):
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    inside = project / "data" / "train.npz"
+    np.savez(inside, x=np.zeros((4, 3), np.float32), y=np.array([0, 1, 0, 1]))
+    outside = tmp_path / "elsewhere.npz"
+    np.savez(outside, x=np.zeros((4, 3), np.float32), y=np.array([0, 1, 0, 1]))
+    form = form_for(qtbot, editor, "npz", base_dir=project)
+    form.next_pick = str(inside)
+    assert form.browse("path")
+    assert editor.doc.training["dataset"]["path"] == "data/train.npz"
+    assert load_dataset(editor.doc.training["dataset"], base_dir=project).input_shape == (3,)
+    form.next_pick = str(outside)
+    assert form.browse("path")
+    assert editor.doc.training["dataset"]["path"] == outside.resolve().as_posix()
