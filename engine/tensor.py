@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _strides as S
 from . import dtypes as D
+from .autograd.backward import run_backward as _run_backward
 from .autograd.function import AccumulateGrad, _bind_tensor
 from .autograd.grad_mode import state as _grad_state
 from .backend import CPU, as_device, backend_for, backend_of_array, numpy_backend
@@ -354,6 +355,15 @@ class Tensor:
         return node._add_pre_hook(nr, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+        gf = self.grad_fn
+        if gradient is None and inputs is None and gf is not None and not self._shape and \
+                self._arr.__class__ is np.ndarray and self._dtype.is_floating_point:
+            # loss.backward() on a CPU scalar, once per training step: engine.autograd.backward's argument
+            # handling and its ones factory cost as much as a small graph's whole backward pass
+            seed = _wrap_array(np.array(1, dtype=self._dtype.np))
+            retain = create_graph if retain_graph is None else retain_graph
+            _run_backward([(gf, self._output_nr)], [seed], retain, create_graph)
+            return
         from .autograd import backward as _backward
 
         _backward(self, gradient, retain_graph, create_graph, inputs=inputs)

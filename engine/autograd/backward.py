@@ -79,23 +79,21 @@ def run_backward(
     captured = [None] * (len(inputs) if inputs is not None else 0)
 
     # 1. dependency counts over every node reachable from the roots
+    root_nodes = {n for n, _ in roots}
     deps: dict = {}
-    order = []
-    seen = set()
-    stack = [n for n, _ in roots]
-    for n in stack:
-        seen.add(n)
+    stack = list(root_nodes)
     while stack:
-        n = stack.pop()
-        order.append(n)
-        for nx in n.next_functions:
+        for nx in stack.pop().next_functions:
             if nx is None:
                 continue
             nxn = nx[0]
-            deps[nxn] = deps.get(nxn, 0) + 1
-            if nxn not in seen:
-                seen.add(nxn)
-                stack.append(nxn)
+            c = deps.get(nxn)
+            if c is None:
+                deps[nxn] = 1
+                if nxn not in root_nodes:
+                    stack.append(nxn)
+            else:
+                deps[nxn] = c + 1
 
     # 2. with explicit inputs, only nodes on a path to one of them run
     needed = None
@@ -104,7 +102,7 @@ def run_backward(
         needed = set()
         # reverse topological: process in an order where children come before parents
         pending = dict(deps)
-        ready = [n for n, _ in roots if pending.get(n, 0) == 0]
+        ready = [n for n in root_nodes if pending.get(n, 0) == 0]
         topo = []
         seen_r = set()
         while ready:
@@ -130,16 +128,16 @@ def run_backward(
             buf = buffers[node] = [None] * node._n_outputs
         buf[nr] = g if buf[nr] is None else buf[nr] + g
 
-    heap = []
-    for node in {n for n, _ in roots}:
-        if deps.get(node, 0) == 0:
-            heapq.heappush(heap, (-node._seq, node))
+    heap = [(-n._seq, n) for n in root_nodes if n not in deps]
+    heapq.heapify(heap)
+    heappop, heappush = heapq.heappop, heapq.heappush
+    check_nan = state.anomaly
 
     prev_mode = state.grad_enabled
     state.grad_enabled = create_graph
     try:
         while heap:
-            _, node = heapq.heappop(heap)
+            node = heappop(heap)[1]
             buf = buffers.pop(node, None) or [None] * node._n_outputs
 
             # tensor hooks registered on outputs of this node, then retain_grad
@@ -161,7 +159,7 @@ def run_backward(
                         for i in idxs:
                             captured[i] = buf[nr]
 
-            if isinstance(node, AccumulateGrad):
+            if node.__class__ is AccumulateGrad or isinstance(node, AccumulateGrad):
                 if accumulate:
                     _accumulate_into_leaf(node, buf[0], create_graph)
                 continue
@@ -169,17 +167,16 @@ def run_backward(
                 _release_children(node, deps, heap)
                 continue
 
+            nexts = node.next_functions
             single = len(buf) == 1  # most nodes: skip the generic all()/materialize passes
             if (buf[0] is None) if single else all(g is None for g in buf):
-                grads = (None,) * len(node.next_functions)
+                grads = (None,) * len(nexts)
             else:
                 if not single and node.__dict__.get("_materialize", True):
                     buf = _materialize(node, buf)
                 grads = type(node).backward(node, *buf)
-                if not isinstance(grads, tuple):
-                    grads = (grads,)
-                grads = _check_grads(node, grads)
-                if state.anomaly or node._trace is not None:
+                grads = _check_grads(node, grads if isinstance(grads, tuple) else (grads,))
+                if check_nan or node._trace is not None:
                     _anomaly_check(node, grads)
                 if node._hooks:
                     for fn in list(node._hooks):
@@ -189,18 +186,24 @@ def run_backward(
             if not retain_graph:
                 node._release()
 
-            for nx, g in zip(node.next_functions, grads):
+            for nx, g in zip(nexts, grads):
                 if nx is None:
                     continue
                 nxn, nr = nx
                 if g is not None:
                     b = buffers.get(nxn)
                     if b is None:
-                        b = buffers[nxn] = [None] * nxn._n_outputs
-                    b[nr] = g if b[nr] is None else b[nr] + g
-                deps[nxn] -= 1
-                if deps[nxn] == 0:
-                    heapq.heappush(heap, (-nxn._seq, nxn))
+                        if nxn._n_outputs == 1:
+                            buffers[nxn] = [g]
+                        else:
+                            b = buffers[nxn] = [None] * nxn._n_outputs
+                            b[nr] = g
+                    else:
+                        b[nr] = g if b[nr] is None else b[nr] + g
+                c = deps[nxn] - 1
+                deps[nxn] = c
+                if not c:
+                    heappush(heap, (-nxn._seq, nxn))
             # Drop this frame's references to the gradients just handed on, so a leaf can steal its
             # gradient (refcount test in _accumulate_into_leaf) instead of cloning it.
             buf = grads = g = None
@@ -244,35 +247,47 @@ def _materialize(node, buf):
     return out
 
 
-def _check_grads(node, grads):
-    n_in = len(node.next_functions)
-    if len(grads) < n_in:
-        grads = tuple(grads) + (None,) * (n_in - len(grads))
-    elif len(grads) > n_in:
-        if any(g is not None for g in grads[n_in:]):
+def _check_grads(node, grads: tuple) -> tuple:
+    """One gradient per forward input: None where no gradient flows, reduced to the input's shape, in its
+    dtype. Returns `grads` itself when it already is all that (the common case)."""
+    nexts = node.next_functions
+    n_in = len(nexts)
+    if len(grads) != n_in:
+        if len(grads) < n_in:
+            grads = tuple(grads) + (None,) * (n_in - len(grads))
+        elif any(g is not None for g in grads[n_in:]):
             raise RuntimeError(
                 f"function {node.name()} returned an incorrect number of gradients "
                 f"(expected {n_in}, got {len(grads)})"
             )
-        grads = grads[:n_in]
-    out = list(grads)
-    for i, (nx, g) in enumerate(zip(node.next_functions, grads)):
-        if nx is None or g is None:
-            out[i] = None
+        else:
+            grads = grads[:n_in]
+    out = None
+    meta = node._input_meta
+    for i, g in enumerate(grads):
+        if g is None:
             continue
-        shape, dtype = node._input_meta[i]
-        if g._shape != shape:
-            try:
-                g = _sum_to(g, shape)
-            except RuntimeError:
-                raise RuntimeError(
-                    f"Function {node.name()} returned an invalid gradient at index {i} - got "
-                    f"{list(g._shape)} but expected shape compatible with {list(shape)}"
-                ) from None
-        if g._dtype is not dtype and dtype.is_floating_point:
-            g = g.to(dtype)
-        out[i] = g
-    return tuple(out)
+        if nexts[i] is None:
+            h = None
+        else:
+            shape, dtype = meta[i]
+            h = g
+            if h._shape != shape:
+                try:
+                    h = _sum_to(h, shape)
+                except RuntimeError:
+                    raise RuntimeError(
+                        f"Function {node.name()} returned an invalid gradient at index {i} - got "
+                        f"{list(h._shape)} but expected shape compatible with {list(shape)}"
+                    ) from None
+            if h._dtype is not dtype and dtype.is_floating_point:
+                h = h.to(dtype)
+            if h is g:
+                continue
+        if out is None:
+            out = list(grads)
+        out[i] = h
+    return grads if out is None else tuple(out)
 
 
 def _anomaly_check(node, grads):
