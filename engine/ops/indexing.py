@@ -120,6 +120,9 @@ class IndexPutAccumulate(Function):
         return Index.apply(gg, ctx.idx), None, None
 
 
+IndexBackward0 = torch_node(Index, "IndexBackward0")
+
+
 def getitem(x: Tensor, index) -> Tensor:
     index = _normalise_index(index)
     if _is_basic(index):
@@ -131,7 +134,7 @@ def getitem(x: Tensor, index) -> Tensor:
         return basic_getitem(x, _basic_form(index))
     idx = _array_index(index, x)
     _check_bool_shapes(idx, x)
-    return Index.apply(x, idx)
+    return IndexBackward0.apply(x, idx)
 
 
 class IndexPut(Function):
@@ -155,6 +158,9 @@ class IndexPut(Function):
             gx = IndexPut.apply(g, 0.0, ctx.idx, False)
         gv = Index.apply(g, ctx.idx) if ctx.needs_input_grad[1] else None
         return gx, gv, None, None
+
+
+IndexPutBackward0 = torch_node(IndexPut, "IndexPutBackward0")
 
 
 def _value_for(x: Tensor, value):
@@ -207,13 +213,14 @@ def index_put_(x: Tensor, indices, values, accumulate: bool = False, *, _convert
     idx = indices if _converted else _array_index(tuple(indices), x)
     values = _value_for(x, values)
     return E.inplace(
-        x, lambda s, v: IndexPut.apply(s, v, idx, accumulate), values, op_name="index_put_", needs_old=False
+        x, lambda s, v: IndexPutBackward0.apply(s, v, idx, accumulate), values, op_name="index_put_",
+        needs_old=False
     )
 
 
 def index_put(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     idx = _array_index(tuple(indices), x)
-    return IndexPut.apply(x, _value_for(x, values), idx, accumulate)
+    return IndexPutBackward0.apply(x, _value_for(x, values), idx, accumulate)
 
 
 # ----------------------------------------------------------------------------- gather / scatter
@@ -248,10 +255,11 @@ def _check_gather(name, x: Tensor, dim: int, index: Tensor, src_shape=None):
                 f"larger than src {list(src_shape)}"
             )
     n = x._shape[dim] if x._shape else 1
-    if index.numel() and (int(index._arr.max()) >= n or int(index._arr.min()) < -n):
-        raise RuntimeError(
-            f"index {int(index._arr.max())} is out of bounds for dimension {dim} with size {n}"
-        )
+    if index.numel():
+        lo, hi = int(index._arr.min()), int(index._arr.max())
+        if hi >= n or lo < 0:  # no wrap-around of negative indices here, like PyTorch
+            bad = hi if hi >= n else lo
+            raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {n}")
 
 
 class Gather(Function):
@@ -267,10 +275,13 @@ class Gather(Function):
         return scatter_into_zeros(ctx.in_shape, ctx.dim, ctx.index, g), None, None
 
 
+GatherBackward0 = torch_node(Gather, "GatherBackward0")
+
+
 def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     d = S.wrap_dim(dim, input.ndim) if input.ndim else 0
     _check_gather("gather", input, d, index)
-    return Gather.apply(input, d, index)
+    return GatherBackward0.apply(input, d, index)
 
 
 class ScatterAdd(Function):
@@ -300,10 +311,13 @@ def _pad_to(g: Tensor, shape) -> Tensor:
     return out
 
 
+ScatterAddBackward0 = torch_node(ScatterAdd, "ScatterAddBackward0")
+
+
 def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = S.wrap_dim(dim, input.ndim) if input.ndim else 0
     _check_gather("scatter_add", input, d, index, src._shape)
-    return ScatterAdd.apply(input, d, index, src)
+    return ScatterAddBackward0.apply(input, d, index, src)
 
 
 def scatter_add_(input, dim, index, src):

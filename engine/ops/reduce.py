@@ -592,9 +592,12 @@ class Cumsum(Function):
         return g.flip([ctx.d]).cumsum(ctx.d).flip([ctx.d])
 
 
+CumsumBackward0 = torch_node(Cumsum, "CumsumBackward0")
+
+
 def cumsum(input, dim, *, dtype=None):
     d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
-    return Cumsum.apply(input, d, _sum_dtype(input, dtype))
+    return CumsumBackward0.apply(input, d, _sum_dtype(input, dtype))
 
 
 class Cumprod(Function):
@@ -679,6 +682,10 @@ class LogSoftmax(Function):
         return g - y.exp() * g.sum(ctx.d, keepdim=True)
 
 
+SoftmaxBackward0 = torch_node(Softmax, "SoftmaxBackward0")
+LogSoftmaxBackward0 = torch_node(LogSoftmax, "LogSoftmaxBackward0")
+
+
 def _softmax_dim(input, dim):
     if dim is None:
         import warnings
@@ -698,7 +705,7 @@ def softmax(input, dim=None, dtype=None):
         input = input.to(D.as_dtype(dtype))
     if not input._shape:
         return input * 0 + 1
-    return Softmax.apply(input, _softmax_dim(input, dim))
+    return SoftmaxBackward0.apply(input, _softmax_dim(input, dim))
 
 
 def log_softmax(input, dim=None, dtype=None):
@@ -706,4 +713,4 @@ def log_softmax(input, dim=None, dtype=None):
         input = input.to(D.as_dtype(dtype))
     if not input._shape:
         return input * 0
-    return LogSoftmax.apply(input, _softmax_dim(input, dim))
+    return LogSoftmaxBackward0.apply(input, _softmax_dim(input, dim))

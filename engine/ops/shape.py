@@ -35,10 +35,10 @@ class Cat(Function):
         return tuple(out)
 
 
-StackBackward0 = torch_node(Cat, "StackBackward0")
+StackBackward0, CatBackward0 = torch_node(Cat, "StackBackward0"), torch_node(Cat, "CatBackward0")
 
 
-def cat(tensors, dim: int = 0, _node=Cat) -> Tensor:
+def cat(tensors, dim: int = 0, _node=CatBackward0) -> Tensor:
     """Copies."""
     tensors = list(tensors)
     if not tensors:
@@ -111,10 +111,13 @@ class Flip(Function):
         return g.flip(ctx.dims), None
 
 
+FlipBackward0 = torch_node(Flip, "FlipBackward0")
+
+
 def flip(input: Tensor, *dims) -> Tensor:
     """Copies (PyTorch's flip copies too)."""
     dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else tuple(dims)
-    return Flip.apply(input, S.wrap_dims(dims, input.ndim) if input.ndim else ())
+    return FlipBackward0.apply(input, S.wrap_dims(dims, input.ndim) if input.ndim else ())
 
 
 def fliplr(input):
@@ -139,12 +142,15 @@ class Roll(Function):
         return Roll.apply(g, neg, ctx.dims), None, None
 
 
+RollBackward0 = torch_node(Roll, "RollBackward0")
+
+
 def roll(input, shifts, dims=None):
     if dims is None:  # rolls the flattened tensor, shape kept
-        return Roll.apply(input, shifts if isinstance(shifts, int) else tuple(shifts)[0], None)
+        return RollBackward0.apply(input, shifts if isinstance(shifts, int) else tuple(shifts)[0], None)
     shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else shifts
     dims = tuple(dims) if isinstance(dims, (tuple, list)) else dims
-    return Roll.apply(input, shifts, dims)
+    return RollBackward0.apply(input, shifts, dims)
 
 
 class Repeat(Function):

@@ -26,7 +26,7 @@ class _TrackedView(Tensor):
         if st.version != version and fn is not None:
             base = self._base
             if base is not None and base._rg and S.is_contiguous(base._shape, base._strides):
-                fn = AsStridedBackward0._new_node((base,))
+                fn = RegeneratedViewBackward0._new_node((base,))
                 fn.geom = (self._shape, self._strides, self._offset - base._offset)
                 fn.base_shape = base._shape
                 self._output_nr = 0
@@ -79,7 +79,7 @@ UnsqueezeBackward0 = torch_node(View, "UnsqueezeBackward0")
 def view(x: Tensor, *shape) -> Tensor:
     """Returns a view (no copy); raises when the strides make that impossible."""
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
-        return x.to(shape[0])  # view(dtype) is not supported beyond same-size casts; fall back to a cast
+        return _view_as_dtype(x, shape[0])
     shape = S.infer_size(_shape_arg(shape), S.numel(x._shape))
     strides = S.view_strides(x._shape, x._strides, shape)
     if strides is None:
@@ -88,6 +88,26 @@ def view(x: Tensor, *shape) -> Tensor:
             "spans across two contiguous subspaces). Use .reshape(...) instead."
         )
     return ViewBackward0.apply(x, shape, strides)
+
+
+def _view_as_dtype(x: Tensor, dtype) -> Tensor:
+    """view(dtype): the same bytes read as another dtype (no copy, no gradient); a different element size
+    rescales the last dim, which must then be contiguous."""
+    from .. import dtypes as D
+    from .creation import from_numpy
+
+    dt = D.as_dtype(dtype)
+    if dt.itemsize != x._dtype.itemsize:
+        names = f"to view {D.scalar_type_name(x._dtype)} as {D.scalar_type_name(dt)}"
+        names += " (different element sizes)"
+        if not x._shape or x._strides[-1] != 1:
+            last = x._strides[-1] if x._shape else 0
+            raise RuntimeError(f"self.stride(-1) must be 1 {names}, but got {last}")
+        ratio = max(dt.itemsize // x._dtype.itemsize, 1)
+        if x._shape[-1] % ratio:
+            raise RuntimeError(f"self.size(-1) must be divisible by {ratio} {names}, but got {x._shape[-1]}")
+    arr = x._arr.view(dt.np)
+    return from_numpy(arr) if isinstance(arr, np.ndarray) else _wrap_array(arr)
 
 
 def reshape(x: Tensor, *shape) -> Tensor:
@@ -129,7 +149,7 @@ class Permute(Function):
 
 def permute(x: Tensor, *dims) -> Tensor:
     """Returns a view (no copy)."""
-    return Permute.apply(x, _shape_arg(dims))
+    return PermuteBackward0.apply(x, _shape_arg(dims))
 
 
 class Transpose(Function):
@@ -147,11 +167,13 @@ class Transpose(Function):
 
 
 TBackward0 = torch_node(Transpose, "TBackward0")
+TransposeBackward0 = torch_node(Transpose, "TransposeBackward0")
+PermuteBackward0 = torch_node(Permute, "PermuteBackward0")
 
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     """Returns a view (no copy)."""
-    return Transpose.apply(x, dim0, dim1)
+    return TransposeBackward0.apply(x, dim0, dim1)
 
 
 swapaxes = swapdims = transpose
@@ -186,10 +208,13 @@ class Expand(Function):
         return g  # the engine sums the gradient back to the input's shape
 
 
+ExpandBackward0 = torch_node(Expand, "ExpandBackward0")
+
+
 def expand(x: Tensor, *sizes) -> Tensor:
     """Returns a view (no copy) with stride 0 along expanded dims."""
     shape, strides = S.expand(x._shape, x._strides, _shape_arg(sizes))
-    return Expand.apply(x, shape, strides)
+    return ExpandBackward0.apply(x, shape, strides)
 
 
 def expand_as(x: Tensor, other: Tensor) -> Tensor:
@@ -347,7 +372,7 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
             raise RuntimeError(
                 f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}"
             )
-        sizes = [min(step, n - s) for s in range(0, n, step)] if step else [0]
+        sizes = [min(step, n - s) for s in range(0, n, step)] if step and n else [0]
     else:
         node = SplitWithSizesBackward0
         sizes = list(split_size_or_sections)
@@ -475,7 +500,8 @@ class AsStridedScatter(Function):
 
 
 UnfoldBackward0 = torch_node(AsStrided, "UnfoldBackward0")
-AsStridedBackward0 = torch_node(AsStridedView, "AsStridedBackward0")  # a view's history rebuilt from its base
+AsStridedBackward0 = torch_node(AsStrided, "AsStridedBackward0")
+RegeneratedViewBackward0 = torch_node(AsStridedView, "AsStridedBackward0")  # a view's rebuilt history
 DiagonalBackward0 = torch_node(AsStrided, "DiagonalBackward0")
 
 
@@ -492,7 +518,7 @@ def _positions(geom):
 def as_strided(x: Tensor, size, stride, storage_offset=None) -> Tensor:
     """Returns a view (no copy) with the given geometry over the storage."""
     off = x._offset if storage_offset is None else int(storage_offset)
-    return AsStrided.apply(x, tuple(int(s) for s in size), tuple(int(s) for s in stride), off)
+    return AsStridedBackward0.apply(x, tuple(int(s) for s in size), tuple(int(s) for s in stride), off)
 
 
 def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:

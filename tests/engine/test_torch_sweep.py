@@ -1010,3 +1010,196 @@ METHODS_GRAD = cases(
 @pytest.mark.parametrize("fn,arrays", METHODS_GRAD)
 def test_less_common_method_gradients_match_torch(fn, arrays):
     check(fn, *arrays, grad=True, noncontig=True)
+
+
+# ----------------------------------------------------------------------------- assorted edge cases
+T4 = np.array([[1.0, 3.0, 3.0, 0.0, 3.0], [2.0, 2.0, -1.0, 2.0, 2.0]], np.float32)
+EDGES = cases(
+    ("sort_default_ties", lambda T, a: a.sort(descending=True),
+     [T4]),
+    ("argsort_default", lambda T, a: a.argsort(),
+     [T4]),
+    ("mean_empty_tuple", lambda T, a: a.mean(()),
+     [T4]),
+    ("int_floordiv_float", lambda T, a: a // 2.5,
+     [np.array([5, -5])]),
+    ("int_true_div_scalar", lambda T, a: a / 2,
+     [np.array([5, -5])]),
+    ("np_scalar_plus", lambda T: T.tensor(np.float32(1.5)) + 1,
+     []),
+    ("sum_keepdim_none", lambda T, a: a.sum(dim=None, keepdim=True),
+     [T4]),
+    ("amax_keepdim_all", lambda T, a: a.amax(keepdim=True),
+     [T4]),
+    ("max_keepdim_pos", lambda T, a: a.max(1, True),
+     [T4]),
+    ("std_unbiased_false", lambda T, a: a.std(unbiased=False),
+     [T4]),
+    ("var_dim_list", lambda T, a: a.var([0, 1]),
+     [T4]),
+    ("prod_keepdim", lambda T, a: a.prod(1, keepdim=True),
+     [T4]),
+    ("logsumexp_tuple", lambda T, a: T.logsumexp(a, (0, 1)),
+     [T4]),
+    ("norm_keepdim", lambda T, a: a.norm(dim=1, keepdim=True),
+     [T4]),
+    ("norm_p0", lambda T, a: a.norm(p=0),
+     [T4]),
+    ("norm_neg_inf", lambda T, a: a.norm(p=float("-inf"), dim=1),
+     [T4]),
+    ("cumsum_out_dtype_f16", lambda T, a: a.half().cumsum(0),
+     [T4]),
+    ("sum_f16_dtype", lambda T, a: a.half().sum(),
+     [T4]),
+    ("mean_f16", lambda T, a: a.half().mean(),
+     [T4]),
+    ("softmax_f16", lambda T, a: a.half().softmax(1),
+     [T4]),
+    ("unique_sorted_false", lambda T, a: T.unique(a, sorted=False, return_counts=True),
+     [np.array([3, 1, 3, 2])]),
+    ("unique_dim_counts", lambda T, a: T.unique(a, dim=1, return_inverse=True), [np.array([[1, 0, 1],
+     [2, 5, 2]])]),
+    ("where_0d_cond", lambda T, c, a: T.where(c, a, 0.0),
+     [np.array(True), np.ones((2, 2), np.float32)]),
+    ("index_neg_tensor_2d", lambda T, a, ix: a[:, ix],
+     [T4, np.array([-1, -5])]),
+    ("index_bool_tensor_0d", lambda T, a: a[T.tensor(True)],
+     [T4]),
+    ("index_none_ellipsis_int", lambda T, a: a[None, ..., 1],
+     [T4]),
+    ("setitem_bool_mask_tensor_value", _setitem(lambda T, m: m, lambda T, m: T.tensor(9.0)),
+     [T4, T4 > 1]),
+    ("gather_neg_index", lambda T, a: a.gather(1, T.tensor([[-1], [0]])),
+     [T4]),
+    ("scatter_reduce_add", lambda T, a: a.scatter(1, T.tensor([[0, 0], [1, 1]]), T.ones(2, 2), reduce="add"),
+     [T4]),
+    ("split_0", lambda T, a: a.split(2, 1),
+     [np.zeros((2, 0), np.float32)]),
+    ("stack_0d", lambda T, a: T.stack([a, a]),
+     [np.array(1.0, np.float32)]),
+    ("cat_bool_int", lambda T, a, c: T.cat([a, c]),
+     [np.array([True]), np.array([3])]),
+    ("flip_empty_dims", lambda T, a: a.flip([]),
+     [T4]),
+    ("roll_neg", lambda T, a: a.roll(-1, 1),
+     [T4]),
+    ("repeat_0", lambda T, a: a.repeat(0, 1),
+     [T4]),
+    ("tile_more", lambda T, a: a.tile((2, 1, 1)),
+     [T4]),
+    ("expand_neg_lead", lambda T, a: a.expand(-1, -1, 2),
+     [T4[:, :1]]),
+    ("view_dtype", lambda T, a: a.view(T.int32),
+     [T4]),
+    ("squeeze_neg_dim", lambda T, a: a[None].squeeze(-3),
+     [T4]),
+    ("movedim_neg", lambda T, a: a.movedim(-1, 0),
+     [T4]),
+    ("narrow_tensor_start", lambda T, a: a.narrow(1, T.tensor(1), 2),
+     [T4]),
+    ("unbind_neg", lambda T, a: a.unbind(-1),
+     [T4]),
+    ("diagonal_3d", lambda T, a: a.reshape(2, 5, 1).diagonal(0, 0, 1),
+     [T4]),
+    ("matmul_int32", lambda T, a: a.int() @ a.int().t(),
+     [T4]),
+    ("matmul_f16", lambda T, a: a.half() @ a.half().t(),
+     [T4]),
+    ("einsum_trace", lambda T, a: T.einsum("ii->", a[:, :2]),
+     [T4]),
+    ("einsum_outer", lambda T, a: T.einsum("i,j->ij", a[0], a[1]),
+     [T4]),
+    ("arange_float_steps", lambda T: T.arange(0.0, 1.0, 0.1),
+     []),
+    ("arange_int_float_step", lambda T: T.arange(0, 5, 1.5),
+     []),
+    ("linspace_one", lambda T: T.linspace(2, 3, 1),
+     []),
+    ("full_int_dtype_float", lambda T: T.full((2,), 2.7, dtype=T.int64),
+     []),
+    ("zeros_like_rg", lambda T, a: T.zeros_like(a, requires_grad=True),
+     [T4]),
+    ("eye_int", lambda T: T.eye(2, dtype=T.int64),
+     []),
+    ("randn_shape_tuple", lambda T: T.randn((2, 3)).shape,
+     []),
+    ("tensor_nested_tensors", lambda T: T.tensor([[T.tensor(1), 2]]),
+     []),
+    ("as_tensor_list", lambda T: T.as_tensor([1, 2.5]),
+     []),
+    ("clone_noncontig", lambda T, a: a.t().clone().stride(),
+     [T4],
+     elementwise_gap("clone() keeps a non-overlapping dense input's strides (preserve_format)")),
+    ("contiguous_noncontig_strides", lambda T, a: a.t().contiguous().stride(),
+     [T4]),
+    ("expand_stride", lambda T, a: a[:, :1].expand(2, 4).stride(),
+     [T4]),
+    ("permute_stride", lambda T, a: a.reshape(1, 2, 5).permute(2, 0, 1).stride(),
+     [T4]),
+    ("unsqueeze_stride_end", lambda T, a: a.t().unsqueeze(-1).stride(),
+     [T4]),
+    ("unsqueeze_stride_mid", lambda T, a: a[:, ::2].unsqueeze(1).stride(),
+     [T4]),
+    ("squeeze_stride", lambda T, a: a[:, :1].squeeze().stride(),
+     [T4]),
+    ("select_0d_stride", lambda T, a: a[0, 0].stride(),
+     [T4]),
+    ("view_dtype_same_size_strided", lambda T, a: a.t().view(T.int32), [T4]),
+    ("view_dtype_f16_as_int16", lambda T, a: a.half().view(T.int16), [T4]),
+    ("view_dtype_halves_last_dim", lambda T, a: a.view(T.float16), [T4]),
+    ("view_dtype_bad", lambda T, a: a.t().view(T.float16), [T4]),
+    ("split_by_sizes_0", lambda T, a: a.split([0, 0], 1), [np.zeros((2, 0), np.float32)]),
+)
+
+
+@pytest.mark.parametrize("fn,arrays", EDGES)
+def test_assorted_edge_cases_match_torch(fn, arrays):
+    check(fn, *arrays)
+
+
+# ----------------------------------------------------------------------------- node class names
+NODE_OPS = {
+    "t": lambda T, x: x.t(), "select": lambda T, x: x[0], "slice": lambda T, x: x[1:],
+    "view": lambda T, x: x.view(-1),
+    "sum_dim": lambda T, x: x.sum(1), "mean": lambda T, x: x.mean(), "amax": lambda T, x: x.amax(0),
+    "max_dim": lambda T, x: x.max(1)[0], "std": lambda T, x: x.std(), "norm": lambda T, x: x.norm(),
+    "mm": lambda T, x: x @ x.t(), "addmm": lambda T, x: T.addmm(x[0, :2], x[:, :3], x[:2, :].t()[:3]),
+    "sort": lambda T, x: x.sort()[0], "index_select": lambda T, x: x.index_select(0, T.tensor([1])),
+    "cat": lambda T, x: T.cat([x, x]), "stack": lambda T, x: T.stack([x, x]),
+    "repeat": lambda T, x: x.repeat(2, 1), "gather": lambda T, x: x.gather(1, T.tensor([[0], [1]])),
+    "getitem": lambda T, x: x[T.tensor([1, 0])], "flip": lambda T, x: x.flip(0),
+    "roll": lambda T, x: x.roll(1), "softmax": lambda T, x: x.softmax(1), "cumsum": lambda T, x: x.cumsum(1),
+    "permute": lambda T, x: x.permute(1, 0),
+    "expand": lambda T, x: x[:1].expand(3, 4), "transpose": lambda T, x: x.transpose(0, 1),
+}
+
+
+def _node_class_names(T):
+    import torch
+
+    x = (torch if T is torch else T).ones(2, 4, requires_grad=True)
+    return [type(fn(T, x).grad_fn).__name__ for fn in NODE_OPS.values()]
+
+
+def test_graph_node_classes_are_named_like_torchs():
+    """type(t.grad_fn).__name__, not only grad_fn.name(), reads as PyTorch's for the view, reduction,
+    indexing, sorting, joining and matrix-product ops."""
+    import torch
+
+    import engine
+
+    assert _node_class_names(engine) == _node_class_names(torch)
+
+
+@elementwise_gap("elementwise nodes are classes named Add, Mul, Exp...: type(t.grad_fn).__name__ is "
+                 "not AddBackward0 (name() is); engine/autograd/naming.py shows how other op families do it")
+def test_elementwise_node_classes_are_named_like_torchs():
+    import torch
+
+    import engine
+
+    def names(T):
+        x = T.ones(3, requires_grad=True)
+        return [type(y.grad_fn).__name__ for y in (x + 1, x * 2, x.exp(), x.relu(), x.clone())]
+
+    assert names(engine) == names(torch)
