@@ -791,9 +791,10 @@ def _class_last(input: Tensor, target: Tensor):
         raise RuntimeError(
             f"Expected target size {[input._shape[0]] + list(input._shape[2:])}, got {list(target._shape)}"
         )
+    if len(input._shape) == 2:  # (M, C) and (M,): the training case, nothing to reshape
+        return input, target
     c = input._shape[1]
-    x = input if input.ndim == 2 else input.movedim(1, -1).reshape(-1, c)
-    return x, target.reshape(-1)
+    return input.movedim(1, -1).reshape(-1, c), target.reshape(-1)
 
 
 def cross_entropy(
