@@ -165,11 +165,12 @@ from .ops.indexing import (  # noqa: E402
     take,
     take_along_dim,
 )
-from .ops.linalg import addmm, baddbmm, bmm, dot, einsum, inner, matmul, mm, mv, outer  # noqa: E402
+from .ops.linalg import addmm, baddbmm, bmm, dot, einsum, inner, matmul, mm, mv, outer, trace  # noqa: E402
 from .ops.reduce import (  # noqa: E402
     all,
     amax,
     amin,
+    aminmax,
     any,
     argmax,
     argmin,
@@ -181,6 +182,8 @@ from .ops.reduce import (  # noqa: E402
     max,
     mean,
     min,
+    nanmean,
+    nansum,
     norm,
     prod,
     softmax,
@@ -195,6 +198,7 @@ from .ops.shape import (  # noqa: E402
     concat,
     concatenate,
     diag,
+    diff,
     flip,
     fliplr,
     flipud,
@@ -202,13 +206,24 @@ from .ops.shape import (  # noqa: E402
     meshgrid,
     repeat_interleave,
     roll,
+    rot90,
     stack,
     tile,
     tril,
     triu,
     vstack,
 )
-from .ops.sort import argsort, bincount, kthvalue, median, searchsorted, sort, topk, unique  # noqa: E402
+from .ops.sort import (  # noqa: E402
+    argsort,
+    bincount,
+    kthvalue,
+    median,
+    searchsorted,
+    sort,
+    topk,
+    unique,
+    unique_consecutive,
+)
 from .ops.views import (  # noqa: E402
     as_strided,
     broadcast_tensors,
@@ -221,6 +236,7 @@ from .ops.views import (  # noqa: E402
     movedim,
     narrow,
     permute,
+    ravel,
     reshape,
     select,
     split,

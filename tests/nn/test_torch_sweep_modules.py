@@ -203,7 +203,6 @@ def build(name: str, args: tuple, kwargs: dict):
 
 # differences in files owned elsewhere (reported, not fixed here)
 XFAIL = {
-    "conv1d": "Conv extra_repr quotes padding='same'; torch prints padding=same (engine/nn/modules/conv.py)",
 }
 
 
