@@ -5,9 +5,27 @@ from pathlib import Path
 
 from PySide6.QtCore import QPoint
 
-from app.document import Document
+from app.document import Document, load_document
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "assets" / "examples" / "mlp_digits.json"
+EXAMPLES = EXAMPLE.parent
+TIMEOUT = 20_000
+
+
+def spirals(epochs: int = 10_000, **training) -> Document:
+    """The spirals example; the default run is far longer than any test, which stops it: a run that
+    ended on its own before the test paused it would make the pause wait for nothing on a slow machine."""
+    doc = load_document(EXAMPLES / "spirals.json")
+    doc.training["epochs"] = epochs
+    doc.training.update(training)
+    return doc
+
+
+def stop_and_wait(qtbot, win) -> None:
+    win.training.stop()
+    qtbot.waitUntil(lambda: not win.training.is_active(), timeout=TIMEOUT)
+
+
 
 
 def chain_document() -> Document:

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from gui_helpers import EXAMPLES, TIMEOUT, spirals, stop_and_wait
 
 from app.training.metrics import BatchMetrics, EpochMetrics
-from tests.gui.test_training_monitor import EXAMPLES, TIMEOUT, make_window, spirals, stop_and_wait  # noqa: F401
 
 
-def batch(b: int, loss: float = 1.0, lr: float = 0.003, grads: dict | None = None, spe: int = 45) -> BatchMetrics:
+def batch(b: int, loss: float = 1.0, lr: float = 0.003, grads: dict | None = None,
+          spe: int = 45) -> BatchMetrics:
     g = grads if grads is not None else {"fc1": 0.5, "out": 2.0}
     return BatchMetrics(b // spe, b % spe, b, loss, lr, 100.0, 0.5, True, 1.0, 1.0, g, g,
                         {k: 1e-3 * v for k, v in g.items()})
@@ -143,7 +144,8 @@ def test_histogram_heat_map_has_value_on_y_epochs_on_x_and_no_empty_stripes(plot
     (x0, x1), (y0, y1) = card.view.viewRange()
     assert (x0, x1) == pytest.approx((0.5, 4.5)) and y0 == pytest.approx(lo) and y1 == pytest.approx(hi)
     assert lo < -0.3 and hi > 0.3  # the widest epoch sets the value range
-    assert rebin(np.array([4.0, 0.0, 2.0]), np.array([0.0, 1, 2, 3]), np.array([0.0, 1.5, 3])).tolist() == [4, 2]
+    counts = rebin(np.array([4.0, 0.0, 2.0]), np.array([0.0, 1, 2, 3]), np.array([0.0, 1.5, 3]))
+    assert counts.tolist() == [4, 2]
 
 
 @dataclass
@@ -187,9 +189,9 @@ def test_confusion_matrix_with_many_classes_shows_colour_only(qtbot):
     assert view._grid.width() == pytest.approx(view._grid.height())
 
 
-@pytest.mark.parametrize("example, boundary, confusion", [("spirals", True, True), ("mlp_digits", False, True),
-                                                        ("autoencoder", False, False)])
-def test_prediction_views_match_the_dataset_before_training(make_window, example, boundary, confusion):  # noqa: F811
+@pytest.mark.parametrize("example, boundary, confusion", [
+    ("spirals", True, True), ("mlp_digits", False, True), ("autoencoder", False, False)])
+def test_prediction_views_match_the_dataset_before_training(make_window, example, boundary, confusion):
     from app.document import load_document
 
     win = make_window(load_document(EXAMPLES / f"{example}.json"))
@@ -199,7 +201,7 @@ def test_prediction_views_match_the_dataset_before_training(make_window, example
     assert mon.predictions.isHidden() != (boundary or confusion)
 
 
-def test_training_digits_hides_the_decision_boundary_and_fills_the_confusion_matrix(qtbot, make_window):  # noqa: F811
+def test_training_digits_hides_the_decision_boundary_and_fills_the_confusion_matrix(qtbot, make_window):
     from app.document import load_document
 
     doc = load_document(EXAMPLES / "mlp_digits.json")
@@ -214,7 +216,7 @@ def test_training_digits_hides_the_decision_boundary_and_fills_the_confusion_mat
     assert mon.confusion.counts_drawn or mon.confusion._cell < 16
 
 
-def test_an_lr_change_is_marked_between_the_last_old_lr_batch_and_the_first_new_one(qtbot, make_window):  # noqa: F811
+def test_an_lr_change_is_marked_between_the_last_old_lr_batch_and_the_first_new_one(qtbot, make_window):
     win = make_window(spirals())
     mon = win.training
     mon.start()
@@ -230,7 +232,7 @@ def test_an_lr_change_is_marked_between_the_last_old_lr_batch_and_the_first_new_
     assert mon.plots.loss.markers[0].value() == marker
 
 
-def test_a_stopped_run_continues_from_where_it_stopped_with_resume(qtbot, make_window):  # noqa: F811
+def test_a_stopped_run_continues_from_where_it_stopped_with_resume(qtbot, make_window):
     win = make_window(spirals())
     mon = win.training
     session = mon.start()
@@ -251,7 +253,7 @@ def test_a_stopped_run_continues_from_where_it_stopped_with_resume(qtbot, make_w
     assert mon.runs.list.count() == 1  # one run, not two
 
 
-def test_a_stopped_run_is_not_continued_once_the_graph_changed(qtbot, make_window):  # noqa: F811
+def test_a_stopped_run_is_not_continued_once_the_graph_changed(qtbot, make_window):
     win = make_window(spirals())
     mon = win.training
     mon.start()

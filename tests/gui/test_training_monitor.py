@@ -7,51 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QSettings
+from gui_helpers import EXAMPLES, TIMEOUT, spirals, stop_and_wait
 
-from app.document import Document, load_document
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
-TIMEOUT = 20_000
-
-
-def spirals(epochs: int = 10_000, **training) -> Document:
-    """The spirals example; the default run is far longer than any test, which stops it: a run that
-    ended on its own before the test paused it would make the pause wait for nothing on a slow machine."""
-    doc = load_document(EXAMPLES / "spirals.json")
-    doc.training["epochs"] = epochs
-    doc.training.update(training)
-    return doc
-
-
-@pytest.fixture
-def make_window(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("WIREGRAD_RUNS", str(tmp_path / "runs"))
-    made = []
-
-    def make(doc: Document):
-        from app.main_window import MainWindow
-
-        settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
-        win = MainWindow(doc, settings=settings, recovery_dir=tmp_path / "recovery")
-        win.errors = []
-        win.show_error = lambda title, text: win.errors.append((title, text))
-        win.ask_save_changes = lambda: "discard"
-        qtbot.addWidget(win)
-        win.resize(1600, 1000)
-        win.show()
-        qtbot.waitExposed(win)
-        made.append(win)
-        return win
-
-    yield make
-    for win in made:
-        win.training.shutdown()
-
-
-def stop_and_wait(qtbot, win) -> None:
-    win.training.stop()
-    qtbot.waitUntil(lambda: not win.training.is_active(), timeout=TIMEOUT)
+from app.document import load_document
 
 
 def test_training_streams_batches_into_the_plots_then_pause_resume_and_stop(qtbot, make_window):
@@ -132,7 +90,8 @@ def test_an_undo_during_a_run_is_shown_as_a_fork_not_a_silent_mismatch(qtbot, ma
 
 
 def test_a_run_that_produces_nan_pauses_and_shows_the_finding(qtbot, make_window):
-    doc = spirals(optimizer={"type": "SGD", "lr": 1e6, "momentum": 0.0, "weight_decay": 0.0, "nesterov": False})
+    doc = spirals(optimizer={"type": "SGD", "lr": 1e6, "momentum": 0.0, "weight_decay": 0.0,
+                             "nesterov": False})
     win = make_window(doc)
     mon = win.training
     mon.start()
@@ -241,7 +200,8 @@ def test_plots_keep_100k_points_with_downsampling_and_clip_to_view(qtbot):
     plots = TrainingPlots()
     qtbot.addWidget(plots)
     plots.set_steps_per_epoch(1000)
-    records = [BatchMetrics(b // 1000, b % 1000, b, float(np.exp(-b / 3e4)), 0.01, 1.0) for b in range(100_000)]
+    records = [BatchMetrics(b // 1000, b % 1000, b, float(np.exp(-b / 3e4)), 0.01, 1.0)
+               for b in range(100_000)]
     plots.add_batches(records)
     plots.redraw()
     curve = plots.loss.curves["train_raw"]
