@@ -141,6 +141,14 @@ class Function(Node):
     @property
     def saved_output(self):
         """The op's output, re-linked to this node (PyTorch's saved-output trick: no cycle)."""
+        alias = self._saved_output_unlinked()._alias()
+        alias._rg = True
+        alias.grad_fn = self
+        return alias
+
+    def _saved_output_unlinked(self):
+        """The saved output, checked like saved_output but not linked to the graph (the node's own copy: read
+        its array, never link or modify it). For a backward that computes in NumPy (no create_graph)."""
         if self._freed:
             raise RuntimeError(FREED_MSG)
         out, version = self._out
@@ -150,10 +158,7 @@ class Function(Node):
                 f"operation: the output of {self.name()} is at version {out._storage.version}; expected "
                 f"version {version} instead."
             )
-        alias = out._alias()
-        alias._rg = True
-        alias.grad_fn = self
-        return alias
+        return out
 
     def mark_non_differentiable(self, *outputs):
         self._nondiff = set(id(o) for o in outputs)

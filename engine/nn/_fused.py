@@ -50,10 +50,14 @@ class Linear(Function):
             gb = g2.sum(0) if nig[2] else None
             return gx, gw, gb
         ga = g._arr
-        g2 = ga.reshape(-1, ga.shape[-1])
+        g2 = ga if ga.ndim == 2 else ga.reshape(-1, ga.shape[-1])
         gx = _wrap_array(np.matmul(ga, w._arr)) if nig[0] else None
-        gw = _wrap_array(np.matmul(g2.T, x._arr.reshape(-1, x._shape[-1]))) if nig[1] else None
-        gb = _wrap_array(g2.sum(0)) if nig[2] else None
+        if nig[1]:
+            xa = x._arr
+            gw = _wrap_array(np.matmul(g2.T, xa if xa.ndim == 2 else xa.reshape(-1, xa.shape[-1])))
+        else:
+            gw = None
+        gb = _wrap_array(np.add.reduce(g2, axis=0)) if nig[2] else None
         return gx, gw, gb
 
 
@@ -68,10 +72,9 @@ class Relu(Function):
 
     @staticmethod
     def backward(ctx, g):
-        out = ctx.saved_output
         if state.grad_enabled:
-            return g * (out > 0)
-        return _wrap_array(np.multiply(g._arr, out._arr > 0))
+            return g * (ctx.saved_output > 0)
+        return _wrap_array(np.multiply(g._arr, ctx._saved_output_unlinked()._arr > 0))
 
 
 class LeakyRelu(Function):
@@ -198,14 +201,19 @@ class CrossEntropy(Function):
     Backward is (softmax - smoothed one-hot) scaled by the class weights: no separate log-softmax node."""
 
     _raw = True
+    _plain = False  # forward took the plain-mean path (then only p, tt and denom are kept)
 
     @staticmethod
     def forward(ctx, x, target, weight, ignore_index, smoothing, reduction):
         a = x._arr
         t = target._arr
         m, c = a.shape
-        if weight is None and not smoothing and reduction == "mean" and m and not (t == ignore_index).any():
-            return CrossEntropy._forward_plain_mean(ctx, x, a, t, m, c)
+        if weight is None and not smoothing and reduction == "mean" and m:
+            # every target a class index and none ignored (out-of-range targets and ignored rows go the
+            # general way, which handles or reports them); one min and one max pass over the targets
+            if (0 <= np.minimum.reduce(t) and np.maximum.reduce(t) < c
+                    and not (0 <= ignore_index < c and (t == ignore_index).any())):
+                return CrossEntropy._forward_plain_mean(ctx, x, a, t, m)
         s = a - a.max(1, keepdims=True)
         lse = np.log(np.exp(s).sum(1, keepdims=True))
         logp = s - lse
@@ -234,31 +242,34 @@ class CrossEntropy(Function):
         return np.asarray(total, dtype=a.dtype)
 
     @staticmethod
-    def _forward_plain_mean(ctx, x, a, t, m, c):
-        """The training default (no weights, smoothing or ignored rows, mean): a third of the NumPy calls."""
-        if t.min() < 0 or t.max() >= c:
-            raise IndexError(f"Target {t[(t < 0) | (t >= c)][0]} is out of bounds.")
-        s = a - a.max(1, keepdims=True)
+    def _forward_plain_mean(ctx, x, a, t, m):
+        """The training default (no weights, smoothing or ignored rows, mean): a third of the NumPy calls.
+
+        Reductions call the ufuncs directly: ndarray.max/sum go through NumPy's Python wrappers."""
+        s = a - np.maximum.reduce(a, axis=1, keepdims=True)
         e = np.exp(s)
-        se = e.sum(1, keepdims=True)
-        rows = np.arange(m)
+        se = np.add.reduce(e, axis=1, keepdims=True)
         # mean of lse - s[y]; softmax kept for backward as e / sum(e) (one exp pass, not two)
-        total = (np.log(se[:, 0]).sum(dtype=np.float64) - s[rows, t].sum(dtype=np.float64)) / m
+        total = (np.add.reduce(np.log(se[:, 0]), dtype=np.float64)
+                 - np.add.reduce(s[np.arange(m), t], dtype=np.float64)) / m
         e /= se
-        ctx.p, ctx.tt, ctx.plain = e, t, True
-        ctx.smoothing, ctx.reduction, ctx.denom = 0.0, "mean", m
-        ctx.valid, ctx.wy, ctx.w = np.ones(m, bool), np.ones(m, a.dtype), None
+        ctx.p, ctx.tt, ctx.denom, ctx._plain = e, t, m, True
         ctx.save_for_backward(x)
         return np.asarray(total, dtype=a.dtype)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        if ctx.__dict__.get("plain") and not state.grad_enabled:
+        if ctx._plain:
             p, m = ctx.p, ctx.denom
-            grad = p * (g._arr * (1.0 / m)).astype(p.dtype)  # a new array: p survives for retain_graph
-            grad[np.arange(m), ctx.tt] -= (g._arr * (1.0 / m)).astype(p.dtype)
-            return _wrap_array(grad), None, None, None, None, None
+            if not state.grad_enabled:
+                scale = (g._arr * (1.0 / m)).astype(p.dtype, copy=False)
+                grad = p * scale  # a new array: p survives for retain_graph
+                grad[np.arange(m), ctx.tt] -= scale
+                return _wrap_array(grad), None, None, None, None, None
+            # double backward: the general formula with the plain case's weights
+            ctx.valid, ctx.wy, ctx.w = np.ones(m, bool), np.ones(m, p.dtype), None
+            ctx.smoothing, ctx.reduction = 0.0, "mean"
         p, tt, valid, wy, w = ctx.p, ctx.tt, ctx.valid, ctx.wy, ctx.w
         ls = ctx.smoothing
         m, c = p.shape

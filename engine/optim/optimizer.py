@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..autograd.grad_mode import enable_grad, no_grad
+from ..autograd.grad_mode import enable_grad
+from ..autograd.grad_mode import state as _grad_state
 from ..tensor import Tensor, _wrap_array
 
 
@@ -126,9 +127,13 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        with no_grad():
+        prev = _grad_state.grad_enabled  # no_grad() without the context-manager object (once per step)
+        _grad_state.grad_enabled = False
+        try:
             for group in self.param_groups:
                 self._update_group(group)
+        finally:
+            _grad_state.grad_enabled = prev
         return loss
 
     def _update_group(self, group: dict[str, Any]) -> None:
@@ -138,7 +143,8 @@ class Optimizer:
         """A scratch array shaped like p, reused across steps (not part of the state)."""
         key = (id(p), name)
         buf = self._scratch.get(key)
-        if buf is None or buf.shape != p._shape or buf.dtype != p._dtype.np:
+        want = p._dtype.np
+        if buf is None or buf.shape != p._shape or (buf.dtype is not want and buf.dtype != want):
             buf = self._scratch[key] = np.empty(p._shape, dtype=p._dtype.np)
         return buf
 

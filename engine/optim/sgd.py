@@ -54,13 +54,14 @@ class SGD(Optimizer):
         wd, mom, damp = group["weight_decay"], group["momentum"], group["dampening"]
         nesterov, maximize = group["nesterov"], group["maximize"]
         for p in group["params"]:
-            if p._grad is None:
+            grad = p._grad
+            if grad is None:
                 continue
             if p.is_cuda:  # one fused kernel per parameter (kernels/optim.cu)
                 _cuda_step.sgd(p, self.state[p], group)
                 continue
             P = p._arr
-            g = p._grad._arr
+            g = grad._arr
             if maximize or wd != 0:
                 d = self._tmp(p, "d")
                 if maximize:
