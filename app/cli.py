@@ -70,6 +70,21 @@ def document_problems(text: str) -> list[str]:
     return [format_problem(p) for p in problems if p.severity == "error"]
 
 
+def document_warnings(text: str) -> list[str]:
+    """The warnings of a loadable document (a node left out of training, unwired ones), one line each."""
+    from app.document import DocumentError, format_problem, loads_document, validate
+
+    try:
+        doc = loads_document(text)
+        problems = validate(doc, _dataset_shape(doc))
+    except DocumentError:
+        try:  # as document_problems: the lenient validator still sees what a broken file holds
+            problems = validate(json.loads(text))
+        except (ValueError, RecursionError, DocumentError):
+            return []
+    return [format_problem(p) for p in problems if p.severity == "warning"]
+
+
 def _dataset_shape(doc: Any) -> tuple[int, ...] | None:
     """The dataset's sample shape for dataset-driven Inputs; None when the dataset can't load (yet)."""
     from app.datasets import DatasetError, load_dataset
@@ -186,10 +201,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    problems = document_problems(_read_text(args.graph))
+    text = _read_text(args.graph)
+    problems = document_problems(text)
+    for line in problems + document_warnings(text):
+        print(line)
     if problems:
-        for line in problems:
-            print(line)
         return EXIT_USAGE
     print(f"{args.graph}: valid")
     return 0

@@ -354,6 +354,23 @@ def test_unconnected_required_input_names_the_port():
     assert not [p for p in problems if p.node_id == "loss1"]  # ... and no graph-level duplicate pinned to it
 
 
+def test_a_node_off_the_path_to_the_output_is_a_warning_and_the_graph_still_compiles():
+    from app.compile import compile_document
+
+    doc = _mlp()
+    doc.add_node("Linear", {"out_features": 8}, node_id="stray")  # just dropped, not wired yet
+    problems = validate(doc)
+    stray = [p for p in problems if p.node_id == "stray"]
+    assert [p.severity for p in stray] == ["warning"]
+    assert "needs an input" in stray[0].message and "leaves it out" in stray[0].message
+    assert not [p for p in problems if p.severity == "error"]
+    model = compile_document(doc)
+    assert "stray" not in model.order and "fc2" in model.order
+    # the same problem on the path to the Output still refuses
+    doc.disconnect("relu1", "out", "fc2", "in")
+    assert any(p.severity == "error" and p.node_id == "fc2" for p in validate(doc))
+
+
 def test_incompatible_shapes_name_both_shapes_and_downstream_stays_quiet():
     doc = _chain(("Input", {"shape": [64]}), ("Linear", {"out_features": 64}), ("Add", {}), ("ReLU", {}),
                  ("Output", {}))

@@ -12,7 +12,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
-from app.document import Document
+from app.document import Document, validate
 from app.worker import TrainingSession, step_graph_for_document
 from widgets.canvas_overlay import CanvasDashboard
 from widgets.confusion_matrix import ConfusionMatrixView
@@ -217,7 +217,8 @@ class TrainingMonitor(QObject):
         if self.is_active():
             return self.session
         doc = self.editor.doc
-        errors = [p for p in (self.editor.info.problems if self.editor.info else []) if p.severity == "error"]
+        # what the compiler refuses: a node off the path to the Output is only a warning (left out)
+        errors = [p for p in validate(doc) if p.severity == "error"]
         if errors:
             self.window.show_error("Can't train this graph", "Fix the graph first:\n" + "\n".join(
                 f"{p.node_id or ''}: {p.message}" for p in errors[:8]))

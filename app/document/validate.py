@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import networkx as nx
+
 from .document import Document, _parse_document, migrate
 from .errors import DocumentError, Problem, format_problem
 from .shapes import infer_shapes
@@ -64,9 +66,16 @@ def validate(doc: Document | Mapping[str, Any],
         problems.append(Problem(None, None, "the graph has no Output node (the loss)"))
 
     info = infer_shapes(doc, input_shape)
-    problems += info.problems
-
     g = info.graph
+    # the compiled model is what leads to an Output: a node off that path (one just dropped on the canvas,
+    # a half-wired branch) is left out of training, so its problem is a warning, not a reason to refuse
+    needed = set(outputs).union(*(nx.ancestors(g, out) for out in outputs)) if outputs else None
+    for problem in info.problems:
+        if needed is not None and problem.node_id is not None and problem.node_id not in needed:
+            problem = Problem(problem.node_id, problem.port,
+                              f"{problem.message} (it does not lead to an Output, so training leaves it out)",
+                              "warning")
+        problems.append(problem)
     reached: set[str] = set(inputs)
     stack = list(inputs)
     while stack:
@@ -84,4 +93,5 @@ def validate(doc: Document | Mapping[str, Any],
         for node_id in info.order:
             if g.degree(node_id) == 0 and info.nodes[node_id].problem is None:
                 problems.append(Problem(node_id, None, "is not connected to anything", "warning"))
+    problems.sort(key=lambda p: p.severity != "error")  # stable: errors first, each group in graph order
     return problems

@@ -258,3 +258,18 @@ def test_a_saved_graph_trains_on_a_dataset_path_relative_to_its_file(qtbot, make
     qtbot.waitUntil(lambda: mon.batches_seen >= 3 or bool(win.errors), timeout=TIMEOUT)
     assert not win.errors, win.errors
     stop_and_wait(qtbot, win)
+
+
+def test_a_node_just_dropped_and_not_wired_yet_does_not_block_training(qtbot, make_window):
+    doc = spirals()
+    doc.add_node("Linear", {"out_features": 8}, (900, 400), node_id="stray")
+    win = make_window(doc)
+    mon = win.training
+    session = mon.start()
+    assert session is not None and not win.errors, win.errors
+    qtbot.waitUntil(lambda: mon.batches_seen >= 3, timeout=TIMEOUT)
+    stop_and_wait(qtbot, win)
+    # a broken node on the path to the Output still refuses, naming it
+    win.doc.disconnect("act1", "out", "fc2", "in")
+    assert mon.start() is None
+    assert win.errors and "fc2" in win.errors[-1][1]
