@@ -43,7 +43,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # a shipped example opens as an untitled copy, so Save never overwrites it
     example = example_name(path) if is_example(path) else None
-    window = MainWindow(doc, None if example else path, example=example)
+    scratch = None
+    options = {}
+    if args.screenshot:
+        # a screenshot shows the app as a new user sees it: no saved dock layout, recent files or earlier
+        # runs of this machine's user, and nothing written back to them
+        import os
+        import tempfile
+
+        from PySide6.QtCore import QSettings
+
+        scratch = Path(tempfile.mkdtemp(prefix="wiregrad-screenshot-"))
+        os.environ["WIREGRAD_RUNS"] = str(scratch / "runs")
+        options = {"settings": QSettings(str(scratch / "settings.ini"), QSettings.IniFormat),
+                   "recovery_dir": scratch / "recovery"}
+    window = MainWindow(doc, None if example else path, example=example, **options)
     if args.select:
         if args.select not in doc.nodes:
             print(f"wiregrad: there is no node {args.select!r} to select", file=sys.stderr)
@@ -67,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         window.editor.undo_stack.setClean()
         window.close()
+        window.training.shutdown()
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
         return 0
 
     window.resize(1440, 900)

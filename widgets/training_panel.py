@@ -116,6 +116,8 @@ class TrainingPanel(QWidget):
         # progress
         self.progress = QProgressBar()
         self.progress.setTextVisible(True)
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)  # a bar with no value yet draws no text at all
         self.progress.setFormat("not started")
         self.progress_detail = QLabel(" ")
         self.progress_detail.setStyleSheet(f"color: {current_theme().muted}")
@@ -257,6 +259,7 @@ class TrainingPanel(QWidget):
     def reset_progress(self) -> None:
         self._t0 = None
         self._samples_per_second = 0.0
+        self.progress.setRange(0, 1)
         self.progress.setValue(0)
         self.progress.setFormat("not started")
         self.progress_detail.setText(" ")

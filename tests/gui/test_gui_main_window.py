@@ -171,3 +171,21 @@ def test_screenshot_command_refuses_a_bad_file_with_a_message(tmp_path):
                              str(tmp_path / "x.png")], env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
                             cwd=root, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "not a Wiregrad graph" in result.stderr
+
+
+def test_a_training_screenshot_leaves_the_users_runs_and_settings_alone(tmp_path):
+    out = tmp_path / "shot.png"
+    runs, config, scratch = tmp_path / "runs", tmp_path / "config", tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "WIREGRAD_RUNS": str(runs),
+           "XDG_CONFIG_HOME": str(config), "HOME": str(tmp_path), "TMPDIR": str(scratch)}
+    root = Path(__file__).resolve().parents[2]
+    example = root / "assets" / "examples" / "spirals.json"
+    result = subprocess.run([sys.executable, str(root / "main.py"), str(example),
+                             "--screenshot", str(out), "--train-steps", "5"], env=env, cwd=root,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert out.stat().st_size > 0
+    assert not runs.exists(), "the screenshot's run went into the user's runs folder"
+    assert not config.exists() and not (tmp_path / ".config").exists(), "settings were written"
+    assert list(scratch.iterdir()) == [], "the screenshot's scratch folder was left behind"
