@@ -12,6 +12,7 @@ from .. import _strides as S
 from .. import dtypes as D
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad, state
+from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
 
 
@@ -135,7 +136,7 @@ class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
         A, B, dt = _operands(a, b)
-        if ctx.__class__ is Mul:  # recording: keep what backward needs (scalars as Python numbers)
+        if ctx.__class__ is MulBackward0:  # recording: keep what backward needs (scalars as Python numbers)
             ta, tb = _is_t(a), _is_t(b)
             # save only what the wanted gradients read, so `y[i] = y[i] * 3` does not trip the version check
             nig = ctx.needs_input_grad
@@ -220,8 +221,8 @@ class Pow(Function):
             if b is None:
                 e = ctx.sb
                 ga = g * 0 if e == 0 else g * e * a ** (e - 1)
-            else:
-                ga = g * b * a ** (b - 1)
+            else:  # 0 where the exponent is 0, as torch (not 0 * 0 ** -1 = nan)
+                ga = where(b == 0, 0.0, g * b * a ** (b - 1))
         if ctx.needs_input_grad[1]:
             base = a if a is not None else ctx.sa
             if a is None:
@@ -235,6 +236,17 @@ class Pow(Function):
 
 def _nan_or_zero(base):
     return 0.0 if base == 0 else float("nan")
+
+
+# the classes of the graph nodes, named like torch's (type(t.grad_fn).__name__); one Function may be several
+AddBackward0, SubBackward0 = torch_node(Add, "AddBackward0"), torch_node(Sub, "SubBackward0")
+RsubBackward0 = torch_node(Sub, "RsubBackward0")  # rsub(tensor, tensor)
+RsubBackward1 = torch_node(Sub, "RsubBackward1")  # scalar - tensor
+MulBackward0 = torch_node(Mul, "MulBackward0")
+DivBackward0, DivBackward2 = torch_node(Div, "DivBackward0"), torch_node(Div, "DivBackward2")  # 2: rounded
+PowBackward0 = torch_node(Pow, "PowBackward0")  # tensor ** scalar
+PowBackward1 = torch_node(Pow, "PowBackward1")  # tensor ** tensor
+PowBackward2 = torch_node(Pow, "PowBackward2")  # scalar ** tensor
 
 
 class Maximum(Function):
@@ -271,37 +283,43 @@ class Minimum(Function):
         return where(a > b, 0.0, half), where(a < b, 0.0, half)
 
 
+MaximumBackward0 = torch_node(Maximum, "MaximumBackward0")
+MinimumBackward0 = torch_node(Minimum, "MinimumBackward0")
+
+
 def add(input, other, *, alpha=1, out=None):
-    return _maybe_out(Add.apply(input, other, alpha), out)
+    return _maybe_out(AddBackward0.apply(input, other, alpha), out)
 
 
 def sub(input, other, *, alpha=1, out=None):
-    return _maybe_out(Sub.apply(input, other, alpha), out)
+    # `2 - x` arrives here as sub(2, x) (Tensor.__rsub__): torch's RsubBackward1
+    return _maybe_out((SubBackward0 if _is_t(input) else RsubBackward1).apply(input, other, alpha), out)
 
 
 subtract = sub
 
 
 def rsub(input, other, *, alpha=1):
-    return Sub.apply(other, input, alpha)
+    return (RsubBackward0 if _is_t(other) else RsubBackward1).apply(other, input, alpha)
 
 
 def mul(input, other, *, out=None):
-    return _maybe_out(Mul.apply(input, other), out)
+    return _maybe_out(MulBackward0.apply(input, other), out)
 
 
 multiply = mul
 
 
 def div(input, other, *, rounding_mode=None, out=None):
-    return _maybe_out(Div.apply(input, other, rounding_mode), out)
+    node = DivBackward0 if rounding_mode is None else DivBackward2
+    return _maybe_out(node.apply(input, other, rounding_mode), out)
 
 
 divide = true_divide = div
 
 
 def floor_divide(input, other):
-    return Div.apply(input, other, "floor")
+    return DivBackward2.apply(input, other, "floor")
 
 
 def remainder(input, other):
@@ -322,15 +340,17 @@ def fmod(input, other):
 
 
 def pow(input, exponent):
-    return Pow.apply(input, exponent)
+    if _is_t(exponent):
+        return (PowBackward1 if _is_t(input) else PowBackward2).apply(input, exponent)
+    return PowBackward0.apply(input, exponent)
 
 
 def maximum(input, other):
-    return Maximum.apply(input, other)
+    return MaximumBackward0.apply(input, other)
 
 
 def minimum(input, other):
-    return Minimum.apply(input, other)
+    return MinimumBackward0.apply(input, other)
 
 
 def _maybe_out(result: Tensor, out):
@@ -345,8 +365,9 @@ def _maybe_out(result: Tensor, out):
 
 
 # ----------------------------------------------------------------------------- unary math
-def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False):
-    """Make a unary op: forward np_fn on the array, backward grad(ctx, g, x, out)."""
+def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, node=None):
+    """Make a unary op: forward np_fn on the array, backward grad(ctx, g, x, out); its graph nodes are
+    named `node` (torch's name; default name + "Backward0")."""
 
     def forward(ctx, x):
         arr, _ = _as_float(x._arr, x._dtype) if float_only else (x._arr, x._dtype)
@@ -372,8 +393,10 @@ def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False):
         },
     )
 
+    named = torch_node(cls, node or name + "Backward0")
+
     def op(input):
-        return cls.apply(input)
+        return named.apply(input)
 
     op.__name__ = name.lower()
     return cls, op
@@ -389,7 +412,7 @@ Expm1, expm1 = _unary("Expm1", np.expm1, lambda g, x, out: g * (out + 1), save_o
 Log, log = _unary("Log", np.log, lambda g, x, out: g / x)
 Log2, log2 = _unary("Log2", np.log2, lambda g, x, out: g / (x * math.log(2.0)))
 Log10, log10 = _unary("Log10", np.log10, lambda g, x, out: g / (x * math.log(10.0)))
-Log1p, log1p = _unary("Log1p", np.log1p, lambda g, x, out: g / (x + 1))
+Log1p, log1p = _unary("Log1p", np.log1p, lambda g, x, out: g / (x + 1), node="Log1PBackward0")
 Sqrt, sqrt = _unary("Sqrt", np.sqrt, lambda g, x, out: g / (out * 2), save_out=True)
 Rsqrt, rsqrt = _unary("Rsqrt", lambda a: 1 / np.sqrt(a), lambda g, x, out: g * (out**3) * -0.5, save_out=True)
 Abs, abs = _unary("Abs", np.abs, lambda g, x, out: g * x.sign(), float_only=False)
@@ -404,7 +427,9 @@ Sinh, sinh = _unary("Sinh", np.sinh, lambda g, x, out: g * x.cosh())
 Cosh, cosh = _unary("Cosh", np.cosh, lambda g, x, out: g * x.sinh())
 Tanh, tanh = _unary("Tanh", np.tanh, lambda g, x, out: g * (1 - out * out), save_out=True)
 Reciprocal, reciprocal = _unary("Reciprocal", np.reciprocal, lambda g, x, out: -g * out * out, save_out=True)
-Square, square = _unary("Square", np.square, lambda g, x, out: g * 2 * x, float_only=False)
+Square, square = _unary(
+    "Square", np.square, lambda g, x, out: g * 2 * x, float_only=False, node="PowBackward0"  # x ** 2 in torch
+)
 Sign, sign = _unary("Sign", np.sign, _zero_grad, float_only=False)
 Floor, floor = _unary("Floor", np.floor, _zero_grad, float_only=False)
 Ceil, ceil = _unary("Ceil", np.ceil, _zero_grad, float_only=False)
@@ -561,19 +586,26 @@ class Clamp(Function):
         return gx, glo, ghi
 
 
+# tensor bounds / scalar bounds (torch's overloads)
+ClampBackward0, ClampBackward1 = torch_node(Clamp, "ClampBackward0"), torch_node(Clamp, "ClampBackward1")
+ClampMinBackward0, ClampMinBackward1 = (torch_node(Clamp, f"ClampMinBackward{i}") for i in (0, 1))
+ClampMaxBackward0, ClampMaxBackward1 = (torch_node(Clamp, f"ClampMaxBackward{i}") for i in (0, 1))
+
+
 def clamp(input, min=None, max=None):
-    return Clamp.apply(input, min, max)
+    node = ClampBackward0 if _is_t(min) or _is_t(max) else ClampBackward1
+    return node.apply(input, min, max)
 
 
 clip = clamp
 
 
 def clamp_min(input, min):
-    return Clamp.apply(input, min, None)
+    return (ClampMinBackward1 if _is_t(min) else ClampMinBackward0).apply(input, min, None)
 
 
 def clamp_max(input, max):
-    return Clamp.apply(input, None, max)
+    return (ClampMaxBackward1 if _is_t(max) else ClampMaxBackward0).apply(input, None, max)
 
 
 class Where(Function):
@@ -600,12 +632,15 @@ class Where(Function):
         return None, ga, gb
 
 
+WhereBackward0 = torch_node(Where, "WhereBackward0")
+
+
 def where(condition, input=None, other=None):
     if input is None and other is None:
         from .indexing import nonzero
 
         return nonzero(condition, as_tuple=True)
-    return Where.apply(condition, input, other)
+    return WhereBackward0.apply(condition, input, other)
 
 
 class Clone(Function):
@@ -620,8 +655,11 @@ class Clone(Function):
         return g
 
 
+CloneBackward0 = torch_node(Clone, "CloneBackward0")
+
+
 def clone(input, *, memory_format=None):
-    return Clone.apply(input)
+    return CloneBackward0.apply(input)
 
 
 class ToCopy(Function):
@@ -650,8 +688,11 @@ class ToCopy(Function):
         return g.to(dtype=ctx.src_dtype, device=ctx.src_device), None, None, None
 
 
+ToCopyBackward0 = torch_node(ToCopy, "ToCopyBackward0")
+
+
 def to_copy(x: Tensor, dtype: D.dtype, device, non_blocking: bool = False) -> Tensor:
-    return ToCopy.apply(x, dtype, device, non_blocking)
+    return ToCopyBackward0.apply(x, dtype, device, non_blocking)
 
 
 # ----------------------------------------------------------------------------- comparisons and logic
@@ -862,12 +903,12 @@ def _rebase_history(t: Tensor, r: Tensor) -> None:
             "clone() the base first"
         )
     geom = (t._shape, t._strides, t._offset - base._offset)
-    node = CopySlices._new_node((base, r))
+    node = _CopySlices._new_node((base, r))
     node.geom = geom
     base.grad_fn = node
     base._output_nr = 0
     base._rg = True
-    vnode = AsStridedView._new_node((base,))
+    vnode = AsStridedBackward0._new_node((base,))
     vnode.geom = geom
     vnode.base_shape = base._shape
     t.grad_fn = vnode
@@ -911,6 +952,10 @@ class AsStridedView(Function):
         gb = zeros(ctx.base_shape, dtype=g.dtype, device=g.device)
         gb.as_strided(shape, strides, offset).copy_(g)
         return gb
+
+
+_CopySlices = torch_node(CopySlices, "CopySlices")
+AsStridedBackward0 = torch_node(AsStridedView, "AsStridedBackward0")
 
 
 # fast in-place arithmetic: no graph needed (optimiser updates run here)
@@ -975,7 +1020,7 @@ def copy_(t: Tensor, src, non_blocking: bool = False) -> Tensor:
     if src._storage.device != t._storage.device:
         src = src.to(t.device)
     if _needs_graph(t, (src,)):
-        return inplace(t, lambda s, o: Copy.apply(s, o), src, op_name="copy_", needs_old=False)
+        return inplace(t, lambda s, o: CopyBackwards.apply(s, o), src, op_name="copy_", needs_old=False)
     _check_inplace(t)
     _write(t, src, "copy_")
     return t
@@ -991,6 +1036,9 @@ class Copy(Function):
     @staticmethod
     def backward(ctx, g):
         return None, g
+
+
+CopyBackwards = torch_node(Copy, "CopyBackwards")
 
 
 def fill_(t: Tensor, value) -> Tensor:
@@ -1087,8 +1135,11 @@ class Round(Function):
         return g * 0, None
 
 
+RoundBackward0 = torch_node(Round, "RoundBackward0")
+
+
 def round(input, *, decimals=0):
-    return Round.apply(input, decimals)
+    return RoundBackward0.apply(input, decimals)
 
 
 round_ = _make_inplace(round, "round_")

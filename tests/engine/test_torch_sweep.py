@@ -35,8 +35,6 @@ def elementwise_gap(reason: str):
     return gap("engine/ops/elementwise.py", reason)
 
 
-CLAMP_SCALARS_NODE = elementwise_gap("clamp(x, min, max) is ClampBackward1 in torch (0: tensor bounds)")
-COPY_SLICES_NODE = elementwise_gap("an in-place op on a view makes its base's node CopySlices in torch")
 
 
 def cases(*items):
@@ -302,8 +300,7 @@ SORT = cases(
     ("unique_consecutive", lambda T, a: a.unique_consecutive(return_inverse=True, return_counts=True),
      [np.array([1, 1, 2, 2, 1])]),
     ("unique_consecutive_dim", lambda T, a: a.unique_consecutive(dim=1), [np.array([[1, 1, 0], [2, 2, 2]])]),
-    ("unique_consecutive_fn", lambda T, a: T.unique_consecutive(a), [np.array([1, 1, 2, 2, 1])],
-     gap("engine/__init__.py", "engine.unique_consecutive is not exported (the method is)")),
+    ("unique_consecutive_fn", lambda T, a: T.unique_consecutive(a), [np.array([1, 1, 2, 2, 1])]),
     ("searchsorted", lambda T, s, v: T.searchsorted(s, v), [np.array([1, 3, 5, 7]), np.array([3, 6, 9])]),
     ("searchsorted_right", lambda T, s, v: T.searchsorted(s, v, right=True),
      [np.array([1, 3, 5, 7]), np.array([3, 6, 0])]),
@@ -349,19 +346,16 @@ def test_clamp_and_nan_handling_match_torch(fn, arrays):
 
 
 CLAMP_GRAD = cases(
-    ("clamp_scalars", lambda T, a: a.clamp(-1.0, 1.0), [f(3, 4)], CLAMP_SCALARS_NODE),
-    ("clamp_at_bound", lambda T, a: a.clamp(1.0, 2.0), [np.array([0.0, 1.0, 1.5, 2.0, 3.0], np.float32)],
-     CLAMP_SCALARS_NODE),
+    ("clamp_scalars", lambda T, a: a.clamp(-1.0, 1.0), [f(3, 4)]),
+    ("clamp_at_bound", lambda T, a: a.clamp(1.0, 2.0), [np.array([0.0, 1.0, 1.5, 2.0, 3.0], np.float32)]),
     ("clamp_tensors", lambda T, a, lo, hi: a.clamp(lo, hi), [f(3, 4), f(4, hi=0), f(3, 1, lo=0)]),
-    ("clamp_min", lambda T, a: a.clamp_min(0.5), [f(3, 4)],
-     elementwise_gap("clamp_min(x, scalar) is ClampMinBackward0 in torch")),
+    ("clamp_min", lambda T, a: a.clamp_min(0.5), [f(3, 4)]),
     ("maximum_ties", lambda T, a, c: T.maximum(a, c), [np.array([1.0, 2.0, 3.0]), np.array([1.0, 3.0, 2.0])]),
     ("where", lambda T, c, a, d: T.where(c, a, d), [b(3, 4), f(3, 4), f(4)]),
     ("where_scalar", lambda T, c, a: T.where(c, a, 0.0), [b(3, 4), f(3, 4)]),
     ("abs_at_zero", lambda T, a: a.abs(), [np.array([-1.0, 0.0, 2.0])]),
     ("pow_scalar_exp", lambda T, a: a ** 3, [f(3, 4)]),
-    ("pow_zero_base", lambda T, a, c: a ** c, [np.array([0.0, 0.0, 2.0]), np.array([0.0, 2.0, 0.5])],
-     elementwise_gap("tensor ** tensor is PowBackward1 in torch (PowBackward0 is tensor ** scalar)")),
+    ("pow_zero_base", lambda T, a, c: a ** c, [np.array([0.0, 0.0, 2.0]), np.array([0.0, 2.0, 0.5])]),
     ("sqrt_at_zero", lambda T, a: a.sqrt(), [np.array([0.0, 1.0, 4.0])]),
     ("relu_at_zero", lambda T, a: a.relu(), [np.array([-1.0, 0.0, 2.0])]),
 )
@@ -543,17 +537,14 @@ def test_setitem_and_inplace_match_torch(fn, arrays):
 
 
 INPLACE_GRAD = cases(
-    ("setitem_row", lambda T, a, v: (lambda y: (y.__setitem__(0, v), y)[1])(a * 1), [f(3, 4), f(4)],
-     COPY_SLICES_NODE),
+    ("setitem_row", lambda T, a, v: (lambda y: (y.__setitem__(0, v), y)[1])(a * 1), [f(3, 4), f(4)]),
     ("setitem_mask", lambda T, a, m: (lambda y: (y.__setitem__(m, 0.0), y)[1])(a * 1), [f(3, 4), b(3, 4)]),
     ("setitem_adv", lambda T, a, ix, v: (lambda y: (y.__setitem__(ix, v), y)[1])(a * 1),
      [f(4, 2), np.array([0, 3]), f(2, 2)]),
-    ("mul_on_view", lambda T, a: (lambda y: (y[1].mul_(3), y)[1])(a * 1), [f(3, 4)],
-     COPY_SLICES_NODE),
-    ("exp_on_slice", lambda T, a: (lambda y: (y[:, 1:].exp_(), y)[1])(a * 1), [f(3, 4)],
-     COPY_SLICES_NODE),
+    ("mul_on_view", lambda T, a: (lambda y: (y[1].mul_(3), y)[1])(a * 1), [f(3, 4)]),
+    ("exp_on_slice", lambda T, a: (lambda y: (y[:, 1:].exp_(), y)[1])(a * 1), [f(3, 4)]),
     ("add_inplace", lambda T, a, c: (a * 1).add_(c), [f(3, 4), f(4)]),
-    ("clamp_inplace", lambda T, a: (a * 1).clamp_(-1, 1), [f(3, 4)], CLAMP_SCALARS_NODE),
+    ("clamp_inplace", lambda T, a: (a * 1).clamp_(-1, 1), [f(3, 4)]),
 )
 
 
@@ -1191,8 +1182,6 @@ def test_graph_node_classes_are_named_like_torchs():
     assert _node_class_names(engine) == _node_class_names(torch)
 
 
-@elementwise_gap("elementwise nodes are classes named Add, Mul, Exp...: type(t.grad_fn).__name__ is "
-                 "not AddBackward0 (name() is); engine/autograd/naming.py shows how other op families do it")
 def test_elementwise_node_classes_are_named_like_torchs():
     import torch
 
