@@ -301,7 +301,8 @@ class Tensor:
                 raise RuntimeError(
                     f"assigned grad has data of a different type: {value._dtype} vs {self._dtype}"
                 )
-            if value._storage.device != self._storage.device:
+            vd, sd = value._storage.device, self._storage.device
+            if vd is not sd and vd != sd:  # identity first: Device.__eq__ is Python, and this runs per step
                 raise RuntimeError(
                     f"assigned grad has data located on a different device: {value.device} vs {self.device}"
                 )
