@@ -439,6 +439,10 @@ def batch_norm(
     if input.ndim < 2:
         raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
     c = input._shape[1]
+    per_channel = running_mean, running_var, weight, bias
+    for name, t in zip(("running_mean", "running_var", "weight", "bias"), per_channel):
+        if t is not None and t._shape != (c,) and t.numel() != c:
+            raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
     pshape = (1, c) + (1,) * (input.ndim - 2)
     if training:
         count = input.numel() // c
@@ -491,12 +495,20 @@ def group_norm(
     bias: Tensor | None = None,
     eps: float = 1e-5,
 ) -> Tensor:
+    if input.ndim < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
     n, c = input._shape[:2]
     if c % num_groups:
         raise RuntimeError(
             f"Expected number of channels in input to be divisible by num_groups, but got input of "
             f"shape {list(input._shape)} and num_groups={num_groups}"
         )
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and (t.ndim != 1 or t.numel() != c):
+            raise RuntimeError(
+                f"Expected {name} to be a vector of size equal to the number of channels in input, but got "
+                f"{name} of shape {list(t._shape)} and input of shape {list(input._shape)}"
+            )
     x = input.reshape(n, num_groups, c // num_groups, -1)
     y = FU.Normalize.apply(x, weight, bias, (2, 3), eps, None, (1, num_groups, c // num_groups, 1))
     return y.reshape(input._shape)
@@ -676,8 +688,6 @@ def embedding(
             "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, "
             f"Int; but got {input._dtype.name} instead (while checking arguments for embedding)"
         )
-    if scale_grad_by_freq:
-        raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported")
     num = weight._shape[0]
     if padding_idx is not None:
         if not -num <= padding_idx < num:
@@ -694,7 +704,12 @@ def embedding(
             scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
             w[rows] = (w[rows] * scale[:, None]).astype(w.dtype)
             weight._storage.version += 1
-    return FU.Embedding.apply(input, weight, padding_idx)
+    rows = FU.Embedding.apply(input, weight, padding_idx)
+    if scale_grad_by_freq:
+        from .modules.sparse import scale_grad_by_freq as scale  # the module imports this one
+
+        return scale(rows, input)
+    return rows
 
 
 # ----------------------------------------------------------------------------- losses
@@ -797,6 +812,22 @@ def _class_last(input: Tensor, target: Tensor):
     return input.movedim(1, -1).reshape(-1, c), target.reshape(-1)
 
 
+def _check_class_weight(weight: Tensor | None, n_classes: int) -> None:
+    if weight is not None and (weight.ndim != 1 or weight.numel() != n_classes):
+        raise RuntimeError(
+            f"weight tensor should be defined either for all {n_classes} classes or no classes but got "
+            f"weight tensor of shape: {list(weight._shape)}"
+        )
+
+
+def _check_class_target(target: Tensor) -> None:
+    """Class indices are int64 or uint8, as torch's nll_loss kernels take."""
+    if target._dtype is not D.int64 and target._dtype is not D.uint8:
+        raise RuntimeError(
+            f"expected target dtype to be Long or Byte, but got {D.scalar_type_name(target._dtype)}"
+        )
+
+
 def cross_entropy(
     input: Tensor,
     target: Tensor,
@@ -817,11 +848,7 @@ def cross_entropy(
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     cdim = 0 if input.ndim == 1 else 1
     n_classes = input._shape[cdim]
-    if weight is not None and (weight.ndim != 1 or weight.numel() != n_classes):
-        raise RuntimeError(
-            f"weight tensor should be defined either for all {n_classes} classes or no classes but got "
-            f"weight tensor of shape: {list(weight._shape)}"
-        )
+    _check_class_weight(weight, n_classes)
     if target._dtype.is_floating_point:
         if target._shape != input._shape:
             raise RuntimeError(
@@ -838,6 +865,7 @@ def cross_entropy(
         if red == "mean":
             return loss.sum() / (input.numel() // n_classes) if input.numel() else loss.sum() * float("nan")
         return _reduce(loss, red)
+    _check_class_target(target)
     x, t = _class_last(input, target)
     if x.is_cuda and weight is None and _cuda.takes(x):  # fused kernels, kernels/softmax.cu
         loss = _cuda.cross_entropy(x, t, ignore_index, label_smoothing, red)
@@ -856,11 +884,13 @@ def nll_loss(
     reduction: str = "mean",
 ) -> Tensor:
     red = _reduction(size_average, reduce, reduction)
+    _check_class_target(target)
+    _check_class_weight(weight, input._shape[0 if input.ndim == 1 else 1])
     x, t = _class_last(input, target)
     c = x._shape[1]
     ta = t._arr
     valid = ta != ignore_index
-    tt = np.where(valid, ta, 0)
+    tt = np.where(valid, ta, 0).astype(np.int64, copy=False)  # uint8 targets index too
     if tt.size and (tt.min() < 0 or tt.max() >= c):
         raise IndexError(f"Target {tt[(tt < 0) | (tt >= c)][0]} is out of bounds.")
     wy = (weight._arr[tt] if weight is not None else np.ones(tt.shape, x._dtype.np)) * valid

@@ -141,12 +141,7 @@ BAD = [
     ("nll-ignore-out-of-range", "NLLLoss", {"ignore_index": 1}, f(3, 4), np.array([1, 7, 0])),
 ]
 # fmt: on
-XFAIL = {
-    "nll-float-target": "nll_loss with a float target raises IndexError; torch raises RuntimeError 'expected "
-    "target dtype to be Long or Byte' (engine/nn/functional.py)",
-    "nll-weight-size": "nll_loss accepts a weight whose length is not the class count; torch raises "
-    "RuntimeError 'weight tensor should be defined either for all 4 classes or no classes' (functional.py)",
-}
+XFAIL = {}
 
 
 @pytest.mark.parametrize(

@@ -507,11 +507,6 @@ def test_scaled_dot_product_attention_matches_torch(case):
     run_both(Engine(), Both(torch.nn.functional), [q, k, v], True, kw)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="F.embedding raises NotImplementedError for scale_grad_by_freq=True (engine/nn/functional.py); "
-    "nn.Embedding supports it through engine.nn.modules.sparse.scale_grad_by_freq",
-)
 def test_functional_embedding_scale_grad_by_freq_matches_torch():
     idx = np.array([[1, 1, 2], [1, 3, 3]])
     w = f(5, 3)
