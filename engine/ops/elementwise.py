@@ -5,6 +5,7 @@ ops (so create_graph works). Broadcast gradients are reduced to input shapes by 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -170,9 +171,9 @@ class Div(Function):
             ctx.rounding = None
             return np.true_divide(A, B)
         ctx.rounding = rounding_mode
+        if not dt.is_floating_point and rounding_mode in ("floor", "trunc"):
+            _check_int_divisor(B)
         if rounding_mode == "floor":
-            if dt.is_floating_point:
-                return np.floor_divide(A, B)
             return np.floor_divide(A, B)
         if rounding_mode == "trunc":
             if dt.is_floating_point:
@@ -197,6 +198,11 @@ class Div(Function):
         return ga, gb
 
 
+def _check_int_divisor(B) -> None:
+    if np.any(np.asarray(B) == 0):
+        raise RuntimeError("ZeroDivisionError")
+
+
 class Pow(Function):
     _raw = True
 
@@ -207,8 +213,10 @@ class Pow(Function):
             A, _ = _as_float(A, dt)
         ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None)
         ctx.sa, ctx.sb = (None if _is_t(a) else a), (None if _is_t(b) else b)
-        if not dt.is_floating_point and _is_t(b) and bool(np.any(np.asarray(B) < 0)):
-            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        if dt._cat == 1 and np.any(np.asarray(B) < 0):
+            if not _is_t(b):
+                raise RuntimeError("Integers to negative integer powers are not allowed.")
+            return _int_pow_negative(A, B)
         out = np.power(A, B)
         ctx.out = out
         return out
@@ -232,6 +240,16 @@ class Pow(Function):
                 mask = (a == 0) & (b >= 0)
                 gb = where(mask, 0.0, g * res * a.log())
         return ga, gb
+
+
+def _int_pow_negative(A, B):
+    """Integer powers with some negative exponents, as torch computes them: 1 ** -n = 1, (-1) ** -n = ±1, and
+    x ** -n = 0 (1 / x truncated) for every other x."""
+    A, B = np.broadcast_arrays(A, B)
+    out = np.power(A, np.maximum(B, 0))
+    neg = B < 0
+    out[neg] = np.where(A[neg] == 1, 1, np.where(A[neg] == -1, 1 - 2 * (B[neg] & 1), 0))
+    return out
 
 
 def _nan_or_zero(base):
@@ -323,7 +341,9 @@ def floor_divide(input, other):
 
 
 def remainder(input, other):
-    A, B, _ = _operands(input, other)
+    A, B, dt = _operands(input, other)
+    if not dt.is_floating_point:
+        _check_int_divisor(B)
     r = _wrap_array(np.remainder(A, B))
     if _is_t(input) and input._rg and state.grad_enabled:
         # d(a mod b)/da = 1; the quotient is piecewise constant
@@ -332,7 +352,9 @@ def remainder(input, other):
 
 
 def fmod(input, other):
-    A, B, _ = _operands(input, other)
+    A, B, dt = _operands(input, other)
+    if not dt.is_floating_point:
+        _check_int_divisor(B)
     r = _wrap_array(np.fmod(A, B))
     if _is_t(input) and input._rg and state.grad_enabled:
         return input - (input - r).detach()
@@ -416,7 +438,7 @@ Log1p, log1p = _unary("Log1p", np.log1p, lambda g, x, out: g / (x + 1), node="Lo
 Sqrt, sqrt = _unary("Sqrt", np.sqrt, lambda g, x, out: g / (out * 2), save_out=True)
 Rsqrt, rsqrt = _unary("Rsqrt", lambda a: 1 / np.sqrt(a), lambda g, x, out: g * (out**3) * -0.5, save_out=True)
 Abs, abs = _unary("Abs", np.abs, lambda g, x, out: g * x.sign(), float_only=False)
-Neg, neg = _unary("Neg", np.negative, lambda g, x, out: -g, float_only=False)
+Neg, _neg = _unary("Neg", np.negative, lambda g, x, out: -g, float_only=False)
 Sin, sin = _unary("Sin", np.sin, lambda g, x, out: g * x.cos())
 Cos, cos = _unary("Cos", np.cos, lambda g, x, out: -g * x.sin())
 Tan, tan = _unary("Tan", np.tan, lambda g, x, out: g * (1 + out * out), save_out=True)
@@ -427,14 +449,31 @@ Sinh, sinh = _unary("Sinh", np.sinh, lambda g, x, out: g * x.cosh())
 Cosh, cosh = _unary("Cosh", np.cosh, lambda g, x, out: g * x.sinh())
 Tanh, tanh = _unary("Tanh", np.tanh, lambda g, x, out: g * (1 - out * out), save_out=True)
 Reciprocal, reciprocal = _unary("Reciprocal", np.reciprocal, lambda g, x, out: -g * out * out, save_out=True)
-Square, square = _unary(
+Square, _square = _unary(
     "Square", np.square, lambda g, x, out: g * 2 * x, float_only=False, node="PowBackward0"  # x ** 2 in torch
 )
-Sign, sign = _unary("Sign", np.sign, _zero_grad, float_only=False)
+Sign, _sign = _unary("Sign", np.sign, _zero_grad, float_only=False)
 Floor, floor = _unary("Floor", np.floor, _zero_grad, float_only=False)
 Ceil, ceil = _unary("Ceil", np.ceil, _zero_grad, float_only=False)
 Trunc, trunc = _unary("Trunc", np.trunc, _zero_grad, float_only=False)
 Frac, frac = _unary("Frac", lambda a: a - np.trunc(a), lambda g, x, out: g)
+
+
+def neg(input):
+    if input._dtype is D.bool_:
+        raise RuntimeError(
+            "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a "
+            "mask, use the `~` or `logical_not()` operator instead."
+        )
+    return _neg(input)
+
+
+def sign(input):
+    return _sign(input) if input._dtype is not D.bool_ else _wrap_array(input._arr.copy())  # bool in torch
+
+
+def square(input):
+    return _square(input if input._dtype is not D.bool_ else input.to(D.int64))  # int64 in torch
 
 
 def _sigmoid_np(a):
@@ -560,11 +599,15 @@ class Clamp(Function):
         ctx.save_for_backward(x, lo if _is_t(lo) else None, hi if _is_t(hi) else None)
         ctx.lo, ctx.hi = lo, hi
         a = x._arr
+        dt = x._dtype
+        if dt._cat != 2 or _is_t(lo) or _is_t(hi):  # int64 with float bounds is float32, as in torch
+            dt = D.result_type(x, lo, hi)
+            a = a.astype(dt.np, copy=False)
         if lo is not None:
             a = np.maximum(a, _sc(lo))
         if hi is not None:
             a = np.minimum(a, _sc(hi))
-        return a.astype(x._dtype.np, copy=False) if not _is_t(lo) and not _is_t(hi) else a
+        return a.astype(dt.np, copy=False)
 
     @staticmethod
     def backward(ctx, g):
@@ -640,6 +683,18 @@ def where(condition, input=None, other=None):
         from .indexing import nonzero
 
         return nonzero(condition, as_tuple=True)
+    if condition._dtype is not D.bool_:
+        if condition._dtype is not D.uint8:
+            raise RuntimeError(
+                "where expected condition to be a boolean tensor, but got a tensor with dtype "
+                f"{D.scalar_type_name(condition._dtype)}"
+            )
+        warnings.warn(
+            "where received a uint8 condition tensor. This behavior is deprecated and will be removed in a "
+            "future version of PyTorch. Use a boolean condition instead.",
+            UserWarning,
+            stacklevel=2,
+        )
     return WhereBackward0.apply(condition, input, other)
 
 
@@ -721,7 +776,7 @@ def _bitwise(np_fn, name):
     def op(input, other):
         A, B, dt = _operands(input, other)
         if dt.is_floating_point:
-            raise RuntimeError(f"\"{name}_cpu\" not implemented for '{dt.name.capitalize()}'")
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{D.scalar_type_name(dt)}'")
         return _wrap_array(np_fn(A, B))
 
     return op
@@ -738,7 +793,7 @@ def logical_not(input):
 
 def bitwise_not(input):
     if input._dtype.is_floating_point:
-        raise TypeError("~ (bitwise_not) is only supported for integer and bool tensors")
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
     return _wrap_array(np.invert(input._arr))
 
 
@@ -815,6 +870,13 @@ def _check_inplace(t: Tensor) -> None:
                 )
 
 
+def _cast_error(result: D.dtype, out: D.dtype):
+    raise RuntimeError(
+        f"result type {D.scalar_type_name(result)} can't be cast to the desired output type "
+        f"{D.scalar_type_name(out)}"
+    )
+
+
 def _write(t: Tensor, r, op_name: str) -> None:
     """Write result r (Tensor, array or scalar) into t's memory, PyTorch's shape and cast rules."""
     arr = r._arr if _is_t(r) else r
@@ -834,10 +896,7 @@ def _write(t: Tensor, r, op_name: str) -> None:
             "scatter_",
             "index_fill_",
         ):
-            raise RuntimeError(
-                f"{op_name}: result type {rdt.name.capitalize()} can't be cast to the desired output "
-                f"type {t._dtype.name.capitalize()}"
-            )
+            _cast_error(rdt, t._dtype)
     np.copyto(t._arr, arr, casting="unsafe")
     t._storage.version += 1
 
@@ -870,10 +929,7 @@ def inplace(t: Tensor, fn, *args, op_name: str, needs_old: bool = True) -> Tenso
     r = fn(src, *args)
     if r._dtype is not t._dtype:
         if r._dtype._cat > t._dtype._cat:
-            raise RuntimeError(
-                f"{op_name}: result type {r._dtype.name.capitalize()} can't be cast to the desired "
-                f"output type {t._dtype.name.capitalize()}"
-            )
+            _cast_error(r._dtype, t._dtype)
         r = r.to(t._dtype)
     if r._shape != t._shape:
         if S.broadcast_shapes(t._shape, r._shape) != t._shape:
@@ -964,17 +1020,11 @@ def _fast_inplace(np_fn, name, t: Tensor, other, alpha=1):
     B = other._arr if _is_t(other) else other
     if _is_t(other):
         if other._dtype._cat > t._dtype._cat:
-            raise RuntimeError(
-                f"result type {other._dtype.name.capitalize()} can't be cast to the desired output "
-                f"type {t._dtype.name.capitalize()}"
-            )
+            _cast_error(other._dtype, t._dtype)
         if other._storage.device is not t._storage.device and other._shape:
             _device_error(t, other)
     elif _scalar_cat(other) > t._dtype._cat:
-        raise RuntimeError(
-            f"result type {'Float' if _scalar_cat(other) == 2 else 'Long'} can't be cast to the "
-            f"desired output type {t._dtype.name.capitalize()}"
-        )
+        _cast_error(D.float32 if _scalar_cat(other) == 2 else D.int64, t._dtype)
     if alpha != 1:
         B = np.multiply(B, alpha)
     try:
