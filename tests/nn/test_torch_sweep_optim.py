@@ -93,8 +93,7 @@ def test_optimizer_trajectory_state_and_resume_match_torch(case):
     pe, pt = _params()
     e_opt = getattr(eoptim, name)(_groups(pe, split), **kwargs)
     t_opt = getattr(torch.optim, name)(_groups(pt, split), **kwargs)
-    if split is None:  # two groups: see test_repr_separates_parameter_groups_like_torch
-        assert repr(e_opt) == repr(t_opt)
+    assert repr(e_opt) == repr(t_opt)
     _compare_state(e_opt, t_opt)
     for step in range(6):
         _set_grads(pe, pt, step)
@@ -121,11 +120,6 @@ def test_optimizer_trajectory_state_and_resume_match_torch(case):
             assert_close(a, b, f"resumed params after step {step}", atol=1e-12)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Optimizer.__repr__ leaves out the blank line torch prints before each group after the first "
-    "(engine/optim/optimizer.py)",
-)
 def test_repr_separates_parameter_groups_like_torch():
     pe, pt = _params()
     e_opt = eoptim.SGD(_groups(pe, {"lr": 0.5}), lr=0.1)
