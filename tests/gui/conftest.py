@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from gui_helpers import chain_document
-from PySide6.QtCore import QSettings
+from gui_helpers import chain_document, open_window
 
 
 @pytest.fixture
@@ -17,23 +16,6 @@ def editor(qtbot):
     qtbot.waitExposed(ed)
     ed.fit_to_view()
     return ed
-
-
-def open_window(qtbot, tmp_path, doc):
-    """A real main window on `doc` with its own settings and recovery folder; error dialogs and the
-    unsaved-changes prompt are answered in code (collected in `win.errors`, "discard")."""
-    from app.main_window import MainWindow
-
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
-    win = MainWindow(doc, settings=settings, recovery_dir=tmp_path / "recovery")
-    win.errors = []
-    win.show_error = lambda title, text: win.errors.append((title, text))
-    win.ask_save_changes = lambda: "discard"
-    qtbot.addWidget(win)
-    win.resize(1600, 1000)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
 
 
 @pytest.fixture

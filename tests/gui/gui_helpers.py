@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QPoint
+from PySide6.QtCore import QPoint, QSettings
 
 from app.document import Document, load_document
 
@@ -68,3 +68,21 @@ def show_active(qtbot, widget, width: int = 1400, height: int = 700) -> None:
     qtbot.waitExposed(widget)
     widget.activateWindow()
     qtbot.waitUntil(widget.isActiveWindow, timeout=3000)
+
+
+def open_window(qtbot, tmp_path, doc, **kwargs):
+    """A real main window on `doc` with its own settings and recovery folder; error dialogs and the
+    unsaved-changes prompt are answered in code (collected in `win.errors`, "discard"). `kwargs` go to
+    MainWindow (e.g. `example=`)."""
+    from app.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
+    win = MainWindow(doc, settings=settings, recovery_dir=tmp_path / "recovery", **kwargs)
+    win.errors = []
+    win.show_error = lambda title, text: win.errors.append((title, text))
+    win.ask_save_changes = lambda: "discard"
+    qtbot.addWidget(win)
+    win.resize(1600, 1000)
+    win.show()
+    qtbot.waitExposed(win)
+    return win

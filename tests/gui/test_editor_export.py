@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
-from PySide6.QtCore import QSettings
 
 from app.document import Document, load_document
 
@@ -24,32 +22,6 @@ def spirals(epochs: int = 60) -> Document:
     doc.training["dataset"]["n_samples"] = 120  # keeps the exported script's training short
     doc.training["epochs"] = epochs
     return doc
-
-
-@pytest.fixture
-def make_window(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("WIREGRAD_RUNS", str(tmp_path / "runs"))
-    made = []
-
-    def make(doc: Document):
-        from app.main_window import MainWindow
-
-        win = MainWindow(doc, settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat),
-                         recovery_dir=tmp_path / "recovery")
-        win.errors = []
-        win.show_error = lambda title, text: win.errors.append((title, text))
-        win.ask_save_changes = lambda: "discard"
-        qtbot.addWidget(win)
-        win.resize(1600, 1000)
-        win.show()
-        qtbot.waitExposed(win)
-        made.append(win)
-        return win
-
-    yield make
-    for win in made:
-        win.training.stop()
-        qtbot.waitUntil(lambda w=win: not w.training.is_active(), timeout=TIMEOUT)
 
 
 def fresh_weights(doc: Document) -> dict[str, np.ndarray]:

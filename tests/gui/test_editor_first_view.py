@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gui_helpers import show_active
-from PySide6.QtCore import QSettings, Qt
+from gui_helpers import open_window, show_active
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTabBar
 
 from app.document import Document, load_document, save_document
@@ -34,18 +34,7 @@ def long_chain(n: int = 12) -> Document:
 
 
 def make_window(qtbot, tmp_path, doc=None, **kwargs):
-    from app.main_window import MainWindow
-
-    win = MainWindow(doc, settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat),
-                     recovery_dir=tmp_path / "recovery", **kwargs)
-    win.errors = []
-    win.show_error = lambda title, text: win.errors.append((title, text))
-    win.ask_save_changes = lambda: "discard"
-    qtbot.addWidget(win)
-    win.resize(1600, 1000)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
+    return open_window(qtbot, tmp_path, doc, **kwargs)
 
 
 def all_nodes_visible(ed) -> bool:
