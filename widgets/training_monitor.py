@@ -13,6 +13,7 @@ from PySide6.QtCore import QObject, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
 from app.document import Document, validate
+from app.export.graph import dataset_input_shape
 from app.worker import TrainingSession, step_graph_for_document
 from widgets.canvas_overlay import CanvasDashboard
 from widgets.confusion_matrix import ConfusionMatrixView
@@ -217,8 +218,11 @@ class TrainingMonitor(QObject):
         if self.is_active():
             return self.session
         doc = self.editor.doc
-        # what the compiler refuses: a node off the path to the Output is only a warning (left out)
-        errors = [p for p in validate(doc) if p.severity == "error"]
+        # what the compiler refuses, with the dataset's sample shape as the trainer will see it; a node off
+        # the path to the Output is only a warning (left out)
+        path = getattr(self.window, "path", None)
+        base_dir = Path(path).parent if path is not None else None
+        errors = [p for p in validate(doc, dataset_input_shape(doc, base_dir)) if p.severity == "error"]
         if errors:
             self.window.show_error("Can't train this graph", "Fix the graph first:\n" + "\n".join(
                 f"{p.node_id or ''}: {p.message}" for p in errors[:8]))
@@ -229,10 +233,9 @@ class TrainingMonitor(QObject):
         options: dict[str, Any] = {}
         if epochs is not None:
             options["epochs"] = epochs
-        path = getattr(self.window, "path", None)
-        if path is not None:
+        if base_dir is not None:
             # relative dataset paths in a saved document mean "next to the document", as in `wiregrad train`
-            options["base_dir"] = Path(path).parent
+            options["base_dir"] = base_dir
         device = self.panel.device.currentData()
         session = TrainingSession(doc, run_dir, device=device, parent=self, **options)
         meta = {"name": name, "started": time.time(), "status": "running",

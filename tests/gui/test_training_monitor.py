@@ -273,3 +273,15 @@ def test_a_node_just_dropped_and_not_wired_yet_does_not_block_training(qtbot, ma
     win.doc.disconnect("act1", "out", "fc2", "in")
     assert mon.start() is None
     assert win.errors and "fc2" in win.errors[-1][1]
+
+
+@pytest.mark.parametrize("example", sorted(p.stem for p in EXAMPLES.glob("*.json")))
+def test_every_shipped_example_starts_training_from_the_window(qtbot, make_window, example):
+    # Inputs that take their shape from the dataset (image CNN, sequences) must be checked with that
+    # shape, as the canvas and the trainer see them
+    win = make_window(load_document(EXAMPLES / f"{example}.json"))
+    mon = win.training
+    assert mon.start() is not None and not win.errors, win.errors
+    qtbot.waitUntil(lambda: mon.batches_seen >= 2 or bool(win.errors), timeout=TIMEOUT)
+    assert not win.errors, win.errors
+    stop_and_wait(qtbot, win)
