@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import _strides
+from ._memory_format import channels_last, contiguous_format, memory_format, preserve_format
 from .autograd.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import device
 from .dtypes import bool_ as bool

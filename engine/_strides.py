@@ -26,6 +26,34 @@ def numel(shape: Shape) -> int:
     return n
 
 
+def is_non_overlapping_and_dense(shape: Shape, strides: Shape) -> bool:
+    """Like torch: the elements fill a block of memory exactly, in some order of the dimensions."""
+    dims = sorted((d for d in range(len(shape)) if shape[d] >= 2), key=lambda d: strides[d])
+    expected = 1
+    for d in dims:
+        if strides[d] != expected:
+            return False
+        expected *= shape[d]
+    return True
+
+
+def channels_last_strides(shape: Shape) -> Shape:
+    """Strides of an (N, C, H, W) tensor stored as (N, H, W, C): channels vary fastest."""
+    _, c, h, w = shape
+    sw = max(c, 1)
+    sh = sw * max(w, 1)
+    return (sh * max(h, 1), 1, sh, sw)
+
+
+def is_channels_last(shape: Shape, strides: Shape) -> bool:
+    """Like torch's channels_last check: equal to channels_last_strides wherever a dimension has size > 1."""
+    if len(shape) != 4:
+        return False
+    if 0 in shape:
+        return True
+    return all(n == 1 or s == e for n, s, e in zip(shape, strides, channels_last_strides(shape)))
+
+
 def is_contiguous(shape: Shape, strides: Shape) -> bool:
     """Like PyTorch: dimensions of size 1 may have any stride; empty tensors are contiguous."""
     expected = 1

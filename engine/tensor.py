@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _memory_format as MF
 from . import _strides as S
 from . import dtypes as D
 from .autograd.backward import run_backward as _run_backward
@@ -104,6 +105,45 @@ def _wrap_array(arr, dtype: D.dtype | None = None) -> Tensor:
     st.device = CPU
     st.backend = numpy_backend
     return _tensor_over(st, arr)
+
+
+def _wrap_dense(arr) -> Tensor:
+    """A new tensor owning `arr` with `arr`'s own strides when it is dense in another order than C (a copy
+    in preserve_format or channels_last); anything else goes through _wrap_array and becomes contiguous."""
+    if arr.__class__ is not _ndarray or arr.flags.c_contiguous or arr.size == 0:
+        return _wrap_array(arr)
+    flat = arr.ravel(order="K")  # a view exactly when arr is dense (and then starts at its first element)
+    if not np.may_share_memory(flat, arr):
+        return _wrap_array(arr)
+    t = _wrap_array(flat)
+    t._shape = arr.shape
+    t._strides = tuple(s // arr.itemsize for s in arr.strides)
+    t._arr = arr
+    return t
+
+
+def _copy_channels_last(values) -> Tensor:
+    """A new CPU tensor holding the 4-D array `values` stored channels last, (N, H, W, C) in memory."""
+    return _wrap_dense(np.ascontiguousarray(values.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2))
+
+
+def _copy_preserving_layout(values, like: Tensor) -> Tensor:
+    """A new CPU tensor holding `values` (an array shaped like `like`) in the layout torch's preserve_format
+    gives: `like`'s own strides when it is non-overlapping and dense, else dense in `like`'s stride order
+    (NumPy's order "K", the same rule as torch's empty_like)."""
+    shape, strides = like._shape, like._strides
+    if S.is_contiguous(shape, strides) or values.size == 0:
+        return _wrap_array(np.array(values, copy=True, order="C"))
+    if not S.is_non_overlapping_and_dense(shape, strides):
+        out = np.empty_like(like._arr, dtype=values.dtype)
+        out[...] = values
+        return _wrap_dense(out)
+    flat = np.empty(values.size, values.dtype)
+    t = _wrap_array(flat)
+    t._shape, t._strides = shape, strides
+    t._arr = numpy_backend.view(flat, shape, strides, 0)
+    t._arr[...] = values
+    return t
 
 
 def _wrap_other(arr, dtype: D.dtype | None) -> Tensor:
@@ -227,6 +267,9 @@ class Tensor:
         return self._dtype.itemsize
 
     def is_contiguous(self, memory_format=None) -> bool:
+        if memory_format is MF.channels_last:
+            return S.is_channels_last(self._shape, self._strides)
+        MF.check(memory_format, self.ndim, "is_contiguous")
         return S.is_contiguous(self._shape, self._strides)
 
     def is_floating_point(self) -> bool:
@@ -544,16 +587,25 @@ class Tensor:
         return self.to(D.uint8)
 
     def clone(self, *, memory_format=None) -> Tensor:
-        """Copies (contiguous), keeping the graph."""
+        """Copies, keeping the graph. The copy keeps a dense tensor's strides (preserve_format, the
+        default: a transposed tensor clones transposed, like torch) unless a format is asked for."""
         from .ops.elementwise import clone
 
-        return clone(self)
+        return clone(self, memory_format=memory_format)
 
     def contiguous(self, memory_format=None) -> Tensor:
-        """Returns self when already contiguous, else a contiguous copy."""
-        if S.is_contiguous(self._shape, self._strides):
-            return self
-        return self.clone()
+        """Returns self when already contiguous (in `memory_format`), else a copy that is (copies)."""
+        if memory_format in (None, MF.contiguous_format, MF.preserve_format):
+            if S.is_contiguous(self._shape, self._strides):  # the common case, first: no format checks
+                return self
+            fmt = MF.contiguous_format
+        else:
+            fmt = MF.check(memory_format, self.ndim, "contiguous")
+            if self.is_contiguous(memory_format=fmt):
+                return self
+        from .ops.elementwise import clone
+
+        return clone(self, memory_format=fmt)
 
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         from .ops.creation import tensor

@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from .._memory_format import contiguous_format
 from .function import AccumulateGrad
 from .grad_mode import state
 
@@ -33,9 +34,9 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool):
             if (grad._base is not None or not grad.is_contiguous() or sys.getrefcount(grad) > 3
                     or sys.getrefcount(grad._storage) > 3 or g._shape != var._shape):
                 g = (
-                    grad.detach().clone()
+                    grad.detach().clone(memory_format=contiguous_format)
                     if g._shape == var._shape
-                    else grad.detach().expand(var._shape).clone()
+                    else grad.detach().expand(var._shape).clone(memory_format=contiguous_format)
                 )
             var.grad = g
     elif create_graph or vg._rg:

@@ -57,13 +57,14 @@ def _numerical_jacobian(fn, inputs, idx, out_index, eps):
 
 def _analytical_jacobian(fn, inputs, idx, out_index, n_out):
     from .. import autograd
+    from .._memory_format import contiguous_format
     from ..ops.creation import zeros_like
 
     x = inputs[idx]
     rows = []
     for j in range(n_out):
         out = _flat_outputs(fn(*inputs))[out_index]
-        g = zeros_like(out)
+        g = zeros_like(out, memory_format=contiguous_format)  # flat-indexable, like torch's gradcheck
         g.view(-1)[j] = 1.0
         (gx,) = autograd.grad([out], [x], [g], allow_unused=True)
         rows.append(np.zeros(x.numel()) if gx is None else gx.detach().numpy().astype(np.float64).reshape(-1))

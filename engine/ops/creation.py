@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _memory_format as MF
 from .. import dtypes as D
 from ..backend import CPU, as_device, backend_for
 from ..random import default_generator
-from ..tensor import Tensor, _wrap_array
+from ..tensor import Tensor, _copy_channels_last, _copy_preserving_layout, _wrap_array
 
 
 def _size(size) -> tuple:
@@ -207,24 +208,41 @@ def _like(t: Tensor, dtype, device):
     )
 
 
+def _laid_out_like(out: Tensor, input: Tensor, memory_format, op: str) -> Tensor:
+    """`out` (fresh and contiguous) in the layout torch's *_like gives: the input's (preserve_format, the
+    default; see _copy_preserving_layout) or the format asked for. GPU results stay contiguous."""
+    fmt = MF.check(memory_format, input.ndim, op)
+    if fmt is MF.contiguous_format or out._storage.backend.xp is not np:
+        return out
+    if fmt is MF.preserve_format:
+        if input.is_contiguous():
+            return out
+        return _copy_preserving_layout(out._arr, input).requires_grad_(out._rg)
+    return _copy_channels_last(out._arr).requires_grad_(out._rg)
+
+
 def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     dt, dev = _like(input, dtype, device)
-    return zeros(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    out = zeros(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _laid_out_like(out, input, memory_format, "zeros_like")
 
 
 def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     dt, dev = _like(input, dtype, device)
-    return ones(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    out = ones(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _laid_out_like(out, input, memory_format, "ones_like")
 
 
 def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     dt, dev = _like(input, dtype, device)
-    return empty(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    out = empty(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _laid_out_like(out, input, memory_format, "empty_like")
 
 
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, memory_format=None):
     dt, dev = _like(input, dtype, device)
-    return full(input._shape, fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
+    out = full(input._shape, fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _laid_out_like(out, input, memory_format, "full_like")
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -321,19 +339,22 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     return _finish((z * std + mean).astype(dt.np), device, requires_grad)
 
 
-def rand_like(input, dtype=None, device=None, requires_grad=False):
+def rand_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     dt, dev = _like(input, dtype, device)
-    return rand(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    out = rand(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _laid_out_like(out, input, memory_format, "rand_like")
 
 
-def randn_like(input, dtype=None, device=None, requires_grad=False):
+def randn_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     dt, dev = _like(input, dtype, device)
-    return randn(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    out = randn(input._shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _laid_out_like(out, input, memory_format, "randn_like")
 
 
-def randint_like(input, low, high=None, dtype=None, device=None):
+def randint_like(input, low, high=None, dtype=None, device=None, memory_format=None):
     dt, dev = _like(input, dtype, device)
-    return randint(low, high, input._shape, dtype=dt, device=dev)
+    return _laid_out_like(randint(low, high, input._shape, dtype=dt, device=dev), input, memory_format,
+                          "randint_like")
 
 
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:

@@ -9,12 +9,13 @@ import warnings
 
 import numpy as np
 
+from .. import _memory_format as MF
 from .. import _strides as S
 from .. import dtypes as D
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad, state
 from ..autograd.naming import torch_node
-from ..tensor import Tensor, _wrap_array
+from ..tensor import Tensor, _copy_channels_last, _copy_preserving_layout, _wrap_array
 
 
 def _is_t(x) -> bool:
@@ -380,7 +381,7 @@ def _maybe_out(result: Tensor, out):
         return result
     with no_grad():
         if out._shape != result._shape:
-            out._adopt(result.clone())
+            out._adopt(result.clone(memory_format=MF.contiguous_format))
         else:
             out.copy_(result)
     return out
@@ -699,11 +700,19 @@ def where(condition, input=None, other=None):
 
 
 class Clone(Function):
+    """A copy in a memory format: preserve (laid out like the input, see _copy_preserving_layout),
+    contiguous, or channels_last. GPU copies are contiguous."""
+
     _raw = True
 
     @staticmethod
-    def forward(ctx, x):
-        return np.array(x._arr, copy=True, order="C") if x._storage.backend.xp is np else x._arr.copy()
+    def forward(ctx, x, fmt):
+        a = x._arr
+        if x._storage.backend.xp is not np or fmt is MF.contiguous_format:
+            return np.array(a, copy=True, order="C") if x._storage.backend.xp is np else a.copy()
+        if fmt is MF.channels_last:
+            return _copy_channels_last(a)
+        return _copy_preserving_layout(a, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -714,7 +723,8 @@ CloneBackward0 = torch_node(Clone, "CloneBackward0")
 
 
 def clone(input, *, memory_format=None):
-    return CloneBackward0.apply(input)
+    """Copies `input` (see Clone for the layout); the copy stays in the graph."""
+    return CloneBackward0.apply(input, MF.check(memory_format, input.ndim, "clone"))
 
 
 class ToCopy(Function):
@@ -923,7 +933,7 @@ def inplace(t: Tensor, fn, *args, op_name: str, needs_old: bool = True) -> Tenso
             r = fn(t, *args)
         _write(t, r, op_name)
         return t
-    src = t.clone() if needs_old else t.detach()
+    src = t.clone(memory_format=MF.contiguous_format) if needs_old else t.detach()
     if not needs_old and t._rg:
         src = t  # the op ignores the old values but its graph must still reach them (e.g. add_)
     r = fn(src, *args)

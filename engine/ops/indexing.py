@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import _strides as S
 from .. import dtypes as D
+from .._memory_format import contiguous_format
 from ..autograd.function import Function
 from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
@@ -488,7 +489,8 @@ def masked_scatter(input, mask, source):
     shape = S.broadcast_shapes(input._shape, mask._shape)
     m = np.broadcast_to(mask._arr, shape)
     n = int(m.sum())
-    return MaskedScatterBackward0.apply(input.expand(shape).clone(), source.reshape(-1)[:n], (m,), False)
+    filled = input.expand(shape).clone(memory_format=contiguous_format)
+    return MaskedScatterBackward0.apply(filled, source.reshape(-1)[:n], (m,), False)
 
 
 def nonzero(input: Tensor, *, as_tuple: bool = False):

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import _strides as S
 from .. import dtypes as D
+from .._memory_format import contiguous_format
 from ..autograd.function import Function
 from ..autograd.naming import torch_node
 from ..tensor import Tensor
@@ -213,7 +214,8 @@ def repeat_interleave(input, repeats=None, dim=None):
         if r < 0:
             raise RuntimeError("repeats can not be negative")
         spread = input.unsqueeze(d + 1).expand(input._shape[: d + 1] + (r,) + input._shape[d + 1 :])
-        return spread.clone().view(input._shape[:d] + (n * r,) + input._shape[d + 1 :])
+        spread = spread.clone(memory_format=contiguous_format)
+        return spread.view(input._shape[:d] + (n * r,) + input._shape[d + 1 :])
     reps = repeats._arr
     if reps.shape != (n,):
         raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
@@ -278,7 +280,7 @@ def diag(input, diagonal=0):
         from .indexing import index_put
 
         return index_put(out, (rows, cols), input)
-    return input.diagonal(diagonal).clone()
+    return input.diagonal(diagonal).clone(memory_format=contiguous_format)
 
 
 def meshgrid(*tensors, indexing="ij"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _strides as S
+from .._memory_format import contiguous_format
 from ..autograd.function import Function, _NoGradCtx
 from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
@@ -118,7 +119,8 @@ def reshape(x: Tensor, *shape) -> Tensor:
         return node.apply(x, shape, x._strides)
     strides = S.view_strides(x._shape, x._strides, shape)
     if strides is None:
-        return UnsafeViewBackward0.apply(x.clone(), shape, S.contiguous_strides(shape))
+        copy = x.clone(memory_format=contiguous_format)
+        return UnsafeViewBackward0.apply(copy, shape, S.contiguous_strides(shape))
     return node.apply(x, shape, strides)
 
 

@@ -979,6 +979,9 @@ def test_less_common_methods_match_torch(fn, arrays):
 
 
 METHODS_GRAD = cases(
+    ("clone_transposed", lambda T, a: a.t().clone() * 1, [f(3, 4)]),
+    ("clone_channels_last", lambda T, a: a.reshape(1, 3, 2, 2).clone(memory_format=T.channels_last) * 1,
+     [f(3, 4)]),
     ("nansum", lambda T, a: a.nansum(0), [f(3, 4)]),
     ("diff", lambda T, a: a.diff(dim=0), [f(3, 4)]),
     ("rot90", lambda T, a: a.rot90(), [f(3, 4)]),
@@ -1109,10 +1112,38 @@ EDGES = cases(
     ("as_tensor_list", lambda T: T.as_tensor([1, 2.5]),
      []),
     ("clone_noncontig", lambda T, a: a.t().clone().stride(),
-     [T4],
-     gap("engine/tensor.py", "clone() keeps a non-overlapping dense input's strides (preserve_format) in "
-         "torch; Tensor.contiguous(), views.reshape and shape.py call clone() for a contiguous copy, so they "
-         "must ask for one explicitly first")),
+     [T4]),
+    ("clone_stepped_transposed", lambda T, a: a[:, ::2].t().clone().stride(),
+     [T4]),
+    ("clone_permuted_3d", lambda T, a: a.reshape(1, 2, 5).permute(2, 0, 1).clone().stride(),
+     [T4]),
+    ("clone_expanded", lambda T, a: a[:, :1].expand(2, 4).clone().stride(),
+     [T4]),
+    ("clone_contiguous_format", lambda T, a: a.t().clone(memory_format=T.contiguous_format).stride(),
+     [T4]),
+    ("clone_channels_last", lambda T, a: a.reshape(1, 5, 2, 1).clone(memory_format=T.channels_last).stride(),
+     [T4]),
+    ("clone_channels_last_rank2", lambda T, a: a.clone(memory_format=T.channels_last),
+     [T4]),
+    ("clone_bad_format", lambda T, a: a.clone(memory_format=1),
+     [T4]),
+    ("contiguous_channels_last", lambda T, a: a.reshape(1, 5, 2, 1).contiguous(memory_format=T.channels_last)
+     .stride(), [T4]),
+    ("is_contiguous_channels_last", lambda T, a: [a.reshape(1, 5, 2, 1).contiguous(
+        memory_format=T.channels_last).is_contiguous(memory_format=f) for f in (T.channels_last,
+                                                                                T.contiguous_format)],
+     [T4]),
+    ("zeros_like_transposed", lambda T, a: T.zeros_like(a.t()).stride(),
+     [T4]),
+    ("ones_like_stepped", lambda T, a: T.ones_like(a[:, ::2].t()).stride(),
+     [T4]),
+    ("full_like_contiguous_format", lambda T, a: T.full_like(a.t(), 2, memory_format=T.contiguous_format)
+     .stride(), [T4]),
+    ("empty_like_channels_last", lambda T, a: T.empty_like(a.reshape(1, 5, 2, 1),
+                                                           memory_format=T.channels_last).stride(),
+     [T4]),
+    ("randn_like_transposed", lambda T, a: T.randn_like(a.t()).stride(),
+     [T4]),
     ("contiguous_noncontig_strides", lambda T, a: a.t().contiguous().stride(),
      [T4]),
     ("expand_stride", lambda T, a: a[:, :1].expand(2, 4).stride(),
