@@ -146,7 +146,7 @@ class GradScaler:
 
     def __init__(
         self,
-        device: str = "cpu",
+        device: str = "cuda",
         init_scale: float = 2.0**16,
         growth_factor: float = 2.0,
         backoff_factor: float = 0.5,
@@ -157,7 +157,7 @@ class GradScaler:
         self._enabled = bool(enabled)
         if self._enabled and self._device.startswith("cuda") and not _cuda_available():
             # like torch: a CUDA scaler on a machine without CUDA passes everything through unscaled
-            warnings.warn("GradScaler is enabled for CUDA, but CUDA is not available. Disabling.",
+            warnings.warn("engine.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
                           UserWarning, stacklevel=2)
             self._enabled = False
         if self._enabled:

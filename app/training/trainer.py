@@ -138,7 +138,7 @@ class Trainer:
         self.optimizer = self._build_optimizer()
         self.scheduler, self.schedule_per_batch = self._build_scheduler()
         self.amp = bool(t["amp"])
-        self.scaler = _amp().GradScaler(enabled=True) if self.amp else None
+        self.scaler = _amp().GradScaler(self.device.type, enabled=True) if self.amp else None
         self.node_params = self.model.node_parameters()
         upstream = {e.dst: e.src for e in self.doc.edges}
         self.doctor = TrainingDoctor(self.model.order, self.model.node_types, upstream,

@@ -309,7 +309,10 @@ def test_overfit_one_batch_passes_for_a_working_model_and_fails_with_a_dead_lr()
 
 def test_mixed_precision_run_trains():
     rec = Recorder()
-    Trainer(make_doc(epochs=2, amp=True), callbacks=[rec]).run()
+    trainer = Trainer(make_doc(epochs=2, amp=True), callbacks=[rec])
+    trainer.run()
+    # the scaler is made for the run's device: a CPU run scales its loss (a default, CUDA scaler would be off)
+    assert trainer.scaler.is_enabled() and trainer.scaler.get_scale() > 1
     assert all(math.isfinite(e.train_loss) for e in rec.epochs)
     assert rec.epochs[-1].train_loss < rec.epochs[0].train_loss * 1.5
 

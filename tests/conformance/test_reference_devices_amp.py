@@ -132,9 +132,6 @@ def test_cuda_amp_warns_that_it_disabled_itself():
             T.amp.autocast(device_type="cuda")
 
 
-@pytest.mark.xfail(strict=True, reason="engine.amp.GradScaler() defaults to device='cpu' and stays enabled; "
-                   "torch's default device is 'cuda', so without CUDA it disables itself. Matching it needs "
-                   "app/training/trainer.py and tests/engine/test_amp.py, test_resume.py to pass 'cpu'.")
 def test_default_gradscaler_without_a_gpu_is_disabled():
     def ex(T):
         with warnings.catch_warnings():

@@ -111,7 +111,7 @@ def test_grad_scaler_matches_torch_skipping_inf_steps_with_growth_and_backoff(kw
 def test_unscale_then_clip_then_step_does_not_unscale_twice():
     w = engine.ones(2, requires_grad=True)
     opt = optim.SGD([w], lr=1.0)
-    scaler = GradScaler(init_scale=8.0)
+    scaler = GradScaler("cpu", init_scale=8.0)
     scaler.scale((w * engine.tensor([1.0, 2.0])).sum()).backward()
     scaler.unscale_(opt)
     assert w.grad.tolist() == [1.0, 2.0]
@@ -128,7 +128,7 @@ def test_unscale_then_clip_then_step_does_not_unscale_twice():
 
 
 def test_update_needs_inf_checks_and_accepts_a_new_scale():
-    scaler = GradScaler()
+    scaler = GradScaler("cpu")
     scaler.scale(engine.ones(1))
     with pytest.raises(RuntimeError, match="No inf checks"):
         scaler.update()
@@ -143,10 +143,10 @@ def test_state_dict_round_trip_and_disabled_scaler():
     assert sd == {
         k: (v if not isinstance(v, torch.Tensor) else v.item()) for k, v in ref.state_dict().items()
     }
-    fresh = GradScaler()
+    fresh = GradScaler("cpu")
     fresh.load_state_dict(sd)
     assert fresh.get_scale() == sd["scale"] and fresh._get_growth_tracker() == sd["_growth_tracker"]
-    off = GradScaler(enabled=False)
+    off = GradScaler("cpu", enabled=False)
     loss = engine.tensor(2.0)
     assert off.scale(loss) is loss and off.get_scale() == 1.0 and off.state_dict() == {}
     with pytest.raises(RuntimeError, match="empty"):

@@ -42,7 +42,7 @@ def _run(ckpt_path, stop=None, resume=False):
     ]
     opt = optim.SGD(params, lr=0.2, momentum=0.9, nesterov=True, weight_decay=1e-3)
     sched = StepLR(opt, step_size=1, gamma=0.5)
-    scaler = GradScaler(init_scale=2.0**8, growth_interval=4)
+    scaler = GradScaler("cpu", init_scale=2.0**8, growth_interval=4)
     loader = DataLoader(_dataset(), batch_size=8, shuffle=True)
     start = 0
     if resume:
