@@ -148,9 +148,10 @@ class ComputationGraphView(QWidget):
         n_params = sum(1 for op in graph.ops.values() if op.param)
         counts = f"{len(graph.ops) - n_params} ops, {n_params} parameters, {len(graph.edges)} tensors"
         self.caption.setText(f"{counts} — one training step as the engine recorded it. Hover for shapes, "
-                             "click to find the layer on the canvas; wheel zooms.")
+                             "click to find the layer on the canvas; wheel zooms, F shows all of it.")
         self.scene.setSceneRect(self.scene.itemsBoundingRect().adjusted(-40, -40, 40, 40))
-        self.view.fitInView(self.scene.sceneRect(), Qt.KeepAspectRatio)
+        self.view.user_zoomed = False
+        self.view.first_view()
 
     def highlight_scope(self, scope: str | None) -> None:
         for item in self.items.values():
@@ -169,13 +170,57 @@ class ComputationGraphView(QWidget):
 
 
 class _ZoomView(QGraphicsView):
+    """Opens a graph readable: fitted when it fits at READABLE_ZOOM or more, else at that zoom from its top
+    (scroll or F for all of it). Refits on resize and show until the user zooms: a graph built while its
+    dock was hidden would otherwise keep the scale of a viewport of no size."""
+
+    READABLE_ZOOM = 0.7
+
     def __init__(self, scene: QGraphicsScene) -> None:
         super().__init__(scene)
+        self.user_zoomed = False
         self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
         self.setDragMode(QGraphicsView.ScrollHandDrag)
         self.setTransformationAnchor(QGraphicsView.AnchorUnderMouse)
         self.setBackgroundBrush(current_theme().color("canvas"))
 
+    def zoom(self) -> float:
+        return self.transform().m11()
+
+    def first_view(self) -> None:
+        rect = self.sceneRect()
+        port = self.viewport().rect()
+        if rect.isEmpty() or port.width() < 2 or port.height() < 2:
+            return
+        fit = min(port.width() / rect.width(), port.height() / rect.height())
+        zoom = min(1.0, max(fit, self.READABLE_ZOOM))
+        self.resetTransform()
+        self.scale(zoom, zoom)
+        visible_h = port.height() / zoom
+        top = rect.center().y() if fit >= zoom else rect.top() + visible_h / 2
+        self.centerOn(rect.center().x(), top)
+
+    def show_all(self) -> None:
+        self.user_zoomed = True
+        self.fitInView(self.sceneRect(), Qt.KeepAspectRatio)
+
     def wheelEvent(self, event: QWheelEvent) -> None:
+        self.user_zoomed = True
         factor = 1.15 if event.angleDelta().y() > 0 else 1 / 1.15
         self.scale(factor, factor)
+
+    def keyPressEvent(self, event) -> None:
+        if event.key() == Qt.Key_F and not event.modifiers():
+            self.show_all()
+            return
+        super().keyPressEvent(event)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if not self.user_zoomed:
+            self.first_view()
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if not self.user_zoomed:
+            self.first_view()

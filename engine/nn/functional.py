@@ -11,6 +11,7 @@ from .. import dtypes as D
 from ..amp import _state as _amp_state
 from ..amp import autocast_cast, autocast_fp32
 from ..autograd.grad_mode import no_grad
+from ..autograd.naming import torch_node
 from ..ops import elementwise as E
 from ..ops.reduce import _softmax_dim
 from ..ops.reduce import log_softmax as _log_softmax
@@ -21,6 +22,36 @@ from ..tensor import Tensor, _wrap_array
 from . import _conv as C
 from . import _cuda
 from . import _fused as FU
+
+# The fused nodes are named like the PyTorch nodes a user sees for the same call (`y.grad_fn`, the graph
+# view): torch's linear is an addmm (mm without bias) viewed back for other ranks; its cross-entropy ends in
+# nll_loss.
+_LINEAR_NODES = {(2, True): torch_node(FU.Linear, "AddmmBackward0"),
+                 (2, False): torch_node(FU.Linear, "MmBackward0"),
+                 (1, True): torch_node(FU.Linear, "ViewBackward0"),
+                 (1, False): torch_node(FU.Linear, "SqueezeBackward4"),
+                 (3, True): torch_node(FU.Linear, "ViewBackward0"),
+                 (3, False): torch_node(FU.Linear, "UnsafeViewBackward0")}
+_RELU = torch_node(FU.Relu, "ReluBackward0")
+_LEAKY_RELU = torch_node(FU.LeakyRelu, "LeakyReluBackward0")
+_ELU = torch_node(FU.Elu, "EluBackward0")
+_GELU = torch_node(FU.Gelu, "GeluBackward0")
+_SILU = torch_node(FU.Silu, "SiluBackward0")
+_SOFTPLUS = torch_node(FU.Softplus, "SoftplusBackward0")
+_HARDTANH = torch_node(FU.Hardtanh, "HardtanhBackward0")
+_DROPOUT = torch_node(FU.MaskMul, "MulBackward0")
+_BATCH_NORM = torch_node(FU.Normalize, "NativeBatchNormBackward0")
+_LAYER_NORM = torch_node(FU.Normalize, "NativeLayerNormBackward0")
+_GROUP_NORM = torch_node(FU.Normalize, "NativeGroupNormBackward0")
+_EMBEDDING = torch_node(FU.Embedding, "EmbeddingBackward0")
+_NLL_LOSS = torch_node(FU.CrossEntropy, "NllLossBackward0")
+_SMOOTHED_NLL_LOSS = torch_node(FU.CrossEntropy, "AddBackward0")  # torch adds the smoothing term
+_BCE = torch_node(FU.BinaryCrossEntropy, "BinaryCrossEntropyBackward0")
+_BCE_LOGITS = torch_node(FU.BinaryCrossEntropyWithLogits, "BinaryCrossEntropyWithLogitsBackward0")
+_CONVOLUTION = torch_node(C.Convolution, "ConvolutionBackward0")
+_CONV_TRANSPOSE = torch_node(C.ConvTranspose, "ConvolutionBackward0")
+_MAX_POOL = torch_node(C.MaxPool, "MaxPool2DWithIndicesBackward0")
+_AVG_POOL = torch_node(C.WindowSum, "AvgPool2DBackward0")
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -80,7 +111,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if _amp_state.any:  # autocast: the GEMM runs in half precision, like torch's autocast op list
         input, weight, bias = autocast_cast(input, weight, bias)
     _check_dtypes(input, weight, bias)
-    return FU.Linear.apply(input, weight, bias)
+    return _LINEAR_NODES[min(input.ndim, 3), bias is not None].apply(input, weight, bias)
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -175,7 +206,7 @@ def conv2d(
     if x.is_cuda and _cuda.takes(x, weight, bias):  # im2col kernel + cuBLAS GEMM, kernels/im2col.cu
         y = _cuda.conv2d(x, weight, bias, geom)
         return y.squeeze(0) if unbatched else y
-    y = C.Convolution.apply(x, weight, bias, geom)
+    y = _CONVOLUTION.apply(x, weight, bias, geom)
     return y.squeeze(0) if unbatched else y
 
 
@@ -254,7 +285,7 @@ def conv_transpose2d(
     if x.is_cuda and _cuda.takes(x, weight, bias):  # cuBLAS GEMM + col2im kernel, kernels/im2col.cu
         y = _cuda.conv_transpose2d(x, weight, bias, geom)
         return y.squeeze(0) if unbatched else y
-    y = C.ConvTranspose.apply(x, weight, geom)
+    y = _CONV_TRANSPOSE.apply(x, weight, geom)
     if bias is not None:
         y = y + bias.reshape(1, -1, 1, 1)
     return y.squeeze(0) if unbatched else y
@@ -310,7 +341,7 @@ def max_pool2d(
         y, idx = _cuda.max_pool2d(x, geom, ceil_mode)
         y, idx = (y.squeeze(0), idx.squeeze(0)) if unbatched else (y, idx)
         return (y, idx) if return_indices else y
-    y, arg = C.MaxPool.apply(x, geom)
+    y, arg = _MAX_POOL.apply(x, geom)
     if unbatched:
         y = y.squeeze(0)
     if return_indices:
@@ -372,7 +403,7 @@ def avg_pool2d(
             end = np.minimum(start + kk, i + pp)
             parts.append(end - start if count_include_pad else np.minimum(end, i) - np.maximum(start, 0))
         divisor = (parts[0][:, None] * parts[1][None, :]).astype(x._dtype.np)
-    y = C.WindowSum.apply(x, geom, divisor)
+    y = _AVG_POOL.apply(x, geom, divisor)
     return y.squeeze(0) if unbatched else y
 
 
@@ -454,7 +485,7 @@ def batch_norm(
         running = (running_mean, running_var, momentum) if running_mean is not None else None
         if input.is_cuda and _cuda.takes(input, weight, bias, f16=False):  # kernels/norm.cu backward
             return _cuda.batch_norm(input, weight, bias, axes, eps, running, pshape)
-        return FU.Normalize.apply(input, weight, bias, axes, eps, running, pshape)
+        return _BATCH_NORM.apply(input, weight, bias, axes, eps, running, pshape)
     if running_mean is None or running_var is None:
         raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
     scale = (running_var + eps).rsqrt()
@@ -485,7 +516,7 @@ def layer_norm(
     axes = tuple(range(input.ndim - k, input.ndim))
     if input.is_cuda and _cuda.takes(input, weight, bias, f16=False):  # kernels/norm.cu
         return _cuda.layer_norm(input, weight, bias, axes, eps, shape)
-    return FU.Normalize.apply(input, weight, bias, axes, eps, None, shape)
+    return _LAYER_NORM.apply(input, weight, bias, axes, eps, None, shape)
 
 
 def group_norm(
@@ -510,7 +541,7 @@ def group_norm(
                 f"{name} of shape {list(t._shape)} and input of shape {list(input._shape)}"
             )
     x = input.reshape(n, num_groups, c // num_groups, -1)
-    y = FU.Normalize.apply(x, weight, bias, (2, 3), eps, None, (1, num_groups, c // num_groups, 1))
+    y = _GROUP_NORM.apply(x, weight, bias, (2, 3), eps, None, (1, num_groups, c // num_groups, 1))
     return y.reshape(input._shape)
 
 
@@ -529,8 +560,8 @@ def _dropout_mask(shape, p: float, dtype) -> np.ndarray:
 
 def _apply_mask(input: Tensor, mask: np.ndarray, inplace: bool) -> Tensor:
     if inplace:
-        return E.inplace(input, lambda s: FU.MaskMul.apply(s, mask), op_name="dropout_", needs_old=False)
-    return FU.MaskMul.apply(input, mask)
+        return E.inplace(input, lambda s: _DROPOUT.apply(s, mask), op_name="dropout_", needs_old=False)
+    return _DROPOUT.apply(input, mask)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -571,7 +602,7 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
         return _cuda.relu(input, inplace)
     if inplace:
         return E.relu_(input)
-    return FU.Relu.apply(input)
+    return _RELU.apply(input)
 
 
 def relu_(input: Tensor) -> Tensor:
@@ -581,11 +612,11 @@ def relu_(input: Tensor) -> Tensor:
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     if input.is_cuda and _cuda.takes(input):
         return _cuda.leaky_relu(input, negative_slope, inplace)
-    return _maybe_inplace(input, inplace, lambda s: FU.LeakyRelu.apply(s, negative_slope), "leaky_relu_")
+    return _maybe_inplace(input, inplace, lambda s: _LEAKY_RELU.apply(s, negative_slope), "leaky_relu_")
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    return _maybe_inplace(input, inplace, lambda s: FU.Elu.apply(s, alpha), "elu_")
+    return _maybe_inplace(input, inplace, lambda s: _ELU.apply(s, alpha), "elu_")
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -593,23 +624,23 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
         raise RuntimeError(f"approximate argument must be either none or tanh, got '{approximate}'")
     if input.is_cuda and _cuda.takes(input):
         return _cuda.gelu(input, approximate)
-    return FU.Gelu.apply(input, approximate)
+    return _GELU.apply(input, approximate)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     if input.is_cuda and _cuda.takes(input):
         return _cuda.silu(input, inplace)
-    return _maybe_inplace(input, inplace, FU.Silu.apply, "silu_")
+    return _maybe_inplace(input, inplace, _SILU.apply, "silu_")
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    return FU.Softplus.apply(input, beta, threshold)
+    return _SOFTPLUS.apply(input, beta, threshold)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return _maybe_inplace(input, inplace, lambda s: FU.Hardtanh.apply(s, min_val, max_val), "hardtanh_")
+    return _maybe_inplace(input, inplace, lambda s: _HARDTANH.apply(s, min_val, max_val), "hardtanh_")
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -704,7 +735,7 @@ def embedding(
             scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
             w[rows] = (w[rows] * scale[:, None]).astype(w.dtype)
             weight._storage.version += 1
-    rows = FU.Embedding.apply(input, weight, padding_idx)
+    rows = _EMBEDDING.apply(input, weight, padding_idx)
     if scale_grad_by_freq:
         from .modules.sparse import scale_grad_by_freq as scale  # the module imports this one
 
@@ -870,8 +901,9 @@ def cross_entropy(
     if x.is_cuda and weight is None and _cuda.takes(x):  # fused kernels, kernels/softmax.cu
         loss = _cuda.cross_entropy(x, t, ignore_index, label_smoothing, red)
         return loss.reshape(target._shape) if red == "none" else loss
-    loss = FU.CrossEntropy.apply(x, t, weight, ignore_index, float(label_smoothing), red)
-    return loss.reshape(target._shape) if red == "none" else loss
+    node = _SMOOTHED_NLL_LOSS if label_smoothing else _NLL_LOSS
+    loss = node.apply(x, t, weight, ignore_index, float(label_smoothing), red)
+    return loss.reshape(target._shape) if red == "none" and loss._shape != target._shape else loss
 
 
 def nll_loss(
@@ -916,7 +948,7 @@ def binary_cross_entropy(
             f"Using a target size ({target.shape}) that is different to the input size ({input.shape}) "
             "is deprecated. Please ensure they have the same size."
         )
-    loss = FU.BinaryCrossEntropy.apply(input, target)
+    loss = _BCE.apply(input, target)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, _reduction(size_average, reduce, reduction))
@@ -933,7 +965,7 @@ def binary_cross_entropy_with_logits(
 ) -> Tensor:
     if target._shape != input._shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
-    loss = FU.BinaryCrossEntropyWithLogits.apply(input, target, pos_weight)
+    loss = _BCE_LOGITS.apply(input, target, pos_weight)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, _reduction(size_average, reduce, reduction))

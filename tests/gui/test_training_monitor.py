@@ -140,6 +140,32 @@ def test_the_computation_graph_view_builds_for_each_example(qtbot, example):
     assert all(op.shape is not None and op.strides is not None for op in leaves)
 
 
+def test_a_tall_graph_built_while_hidden_opens_readable_from_its_top_and_f_shows_all(qtbot):
+    """The graph usually arrives while its dock is hidden (a viewport of no size): once shown in a short,
+    wide dock it is drawn at a readable zoom from its first op, not shrunk to an unreadable thumbnail."""
+    from PySide6.QtCore import Qt
+
+    from app.worker import step_graph_for_document
+    from widgets.graph_view import ComputationGraphView
+
+    view = ComputationGraphView()
+    qtbot.addWidget(view)
+    view.show_graph(step_graph_for_document(load_document(EXAMPLES / "cnn_digits.json")))
+    view.resize(1200, 300)
+    view.show()
+    qtbot.waitExposed(view)
+    zv = view.view
+    port, rect = zv.viewport().rect(), zv.sceneRect()
+    fit_all = min(port.width() / rect.width(), port.height() / rect.height())
+    assert fit_all < zv.READABLE_ZOOM  # the whole graph would be a thumbnail here
+    assert zv.zoom() >= zv.READABLE_ZOOM
+    top_op = min(view.items.values(), key=lambda item: item.pos().y())
+    assert zv.viewport().rect().contains(zv.mapFromScene(top_op.pos()))
+    zv.setFocus()
+    qtbot.keyClick(zv, Qt.Key_F)
+    assert zv.zoom() == pytest.approx(fit_all, rel=0.05)
+
+
 def test_clicking_an_op_in_the_graph_view_selects_its_canvas_node(qtbot, make_window):
     win = make_window(spirals())
     mon = win.training

@@ -485,3 +485,48 @@ def test_loss_gradchecks():
     assert gradcheck(lambda x, y: F.kl_div(x, y + 0.1, reduction="batchmean"), (x, y))
     t = engine.tensor([1, 0, 1])
     assert gradcheck(lambda x: F.nll_loss(x, t, weight=engine.tensor([0.3, 2.0], dtype=engine.float64)), (x,))
+
+
+# ----------------------------------------------------------------------------- graph node names
+def _leaf(M, *shape):
+    return M.randn(*shape, requires_grad=True)
+
+
+NODE_CALLS = {
+    "linear_2d_bias": lambda M, FF: FF.linear(_leaf(M, 4, 3), _leaf(M, 5, 3), _leaf(M, 5)),
+    "linear_2d_no_bias": lambda M, FF: FF.linear(_leaf(M, 4, 3), _leaf(M, 5, 3)),
+    "linear_3d_bias": lambda M, FF: FF.linear(_leaf(M, 2, 4, 3), _leaf(M, 5, 3), _leaf(M, 5)),
+    "linear_3d_no_bias": lambda M, FF: FF.linear(_leaf(M, 2, 4, 3), _leaf(M, 5, 3)),
+    "linear_1d_bias": lambda M, FF: FF.linear(_leaf(M, 3), _leaf(M, 5, 3), _leaf(M, 5)),
+    "linear_1d_no_bias": lambda M, FF: FF.linear(_leaf(M, 3), _leaf(M, 5, 3)),
+    "relu": lambda M, FF: FF.relu(_leaf(M, 4, 3)),
+    "leaky_relu": lambda M, FF: FF.leaky_relu(_leaf(M, 4, 3)),
+    "elu": lambda M, FF: FF.elu(_leaf(M, 4, 3)),
+    "gelu": lambda M, FF: FF.gelu(_leaf(M, 4, 3)),
+    "silu": lambda M, FF: FF.silu(_leaf(M, 4, 3)),
+    "softplus": lambda M, FF: FF.softplus(_leaf(M, 4, 3)),
+    "hardtanh": lambda M, FF: FF.hardtanh(_leaf(M, 4, 3)),
+    "dropout": lambda M, FF: FF.dropout(_leaf(M, 4, 3), 0.5),
+    "cross_entropy": lambda M, FF: FF.cross_entropy(_leaf(M, 4, 3), M.tensor([0, 1, 2, 0])),
+    "cross_entropy_none": lambda M, FF: FF.cross_entropy(_leaf(M, 4, 3), M.tensor([0, 1, 2, 0]),
+                                                         reduction="none"),
+    "cross_entropy_smoothed": lambda M, FF: FF.cross_entropy(_leaf(M, 4, 3), M.tensor([0, 1, 2, 0]),
+                                                             label_smoothing=0.1),
+    "conv2d": lambda M, FF: FF.conv2d(_leaf(M, 1, 1, 5, 5), _leaf(M, 2, 1, 3, 3)),
+    "conv_transpose2d": lambda M, FF: FF.conv_transpose2d(_leaf(M, 1, 1, 4, 4), _leaf(M, 1, 2, 2, 2)),
+    "max_pool2d": lambda M, FF: FF.max_pool2d(_leaf(M, 1, 1, 4, 4), 2),
+    "avg_pool2d": lambda M, FF: FF.avg_pool2d(_leaf(M, 1, 1, 4, 4), 2),
+    "layer_norm": lambda M, FF: FF.layer_norm(_leaf(M, 4, 3), (3,)),
+    "batch_norm": lambda M, FF: FF.batch_norm(_leaf(M, 4, 3), None, None, training=True),
+    "embedding": lambda M, FF: FF.embedding(M.tensor([0, 1]), _leaf(M, 5, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(NODE_CALLS))
+def test_functional_graph_nodes_are_named_like_torch(name):
+    """`y.grad_fn` has torch's class name (AddmmBackward0, ReluBackward0, NllLossBackward0...)."""
+    call = NODE_CALLS[name]
+    got = call(engine, F).grad_fn
+    want = call(torch, TF).grad_fn
+    assert type(got).__name__ == type(want).__name__
+    assert got.name() == want.name()
