@@ -3,6 +3,7 @@ commands in through the Trainer's thread-safe methods and hands metrics out as Q
 coalesced by a UI-side timer to at most ~30 emissions per second."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QObject, QThread, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal
 
 from app.document import Document
 
@@ -25,6 +26,62 @@ DRAIN_MS = 33  # ~30 UI updates per second, whatever the batch rate
 # 4x lower under load). An idle machine sees no difference; a busy one trains more slowly.
 WORKER_NICE = 10
 BOUNDARY_EVERY_S = 0.4  # decision-boundary grid at most this often (it costs one forward of 64x64 points)
+
+
+GC_INTERVAL_MS = 50  # how often the UI thread collects while a background thread runs
+
+
+class _GuiThreadCollector(QObject):
+    """Keeps Python's cyclic garbage collector on the UI thread while Python threads run beside Qt.
+
+    The collector runs in whichever thread happens to allocate. Collected on the training thread, a cycle
+    holding a Qt wrapper (a closed window's plot, say) deletes its QObject there; the QObject destructor
+    takes Qt's lock and waits for the GIL, while the UI thread holds the GIL and waits for that lock: both
+    threads stop for good (seen in the GUI tests, py-spy: gc_collect_main on the trainer thread under
+    QObject::~QObject). So while any background thread is alive automatic collection is off and this timer
+    collects on the UI thread, generation by generation as the interpreter would."""
+
+    def __init__(self) -> None:
+        super().__init__(QCoreApplication.instance())
+        self._holders: list[Any] = []
+        self._timer = QTimer(self)
+        self._timer.setInterval(GC_INTERVAL_MS)
+        self._timer.timeout.connect(self._tick)
+
+    def hold(self, alive: Any) -> None:
+        """Keep collection on the UI thread while `alive()` is true (call before the thread starts)."""
+        if not self._holders:
+            gc.disable()
+            self._timer.start()
+        self._holders.append(alive)
+
+    def _tick(self) -> None:
+        c0, c1, c2 = gc.get_count()
+        t0, t1, t2 = gc.get_threshold()
+        if c0 > t0:
+            gc.collect(2 if c2 > t2 else 1 if c1 > t1 else 0)
+        self._holders = [alive for alive in self._holders if _still_alive(alive)]
+        if not self._holders:
+            self._timer.stop()
+            gc.enable()
+
+
+def _still_alive(alive: Any) -> bool:
+    try:
+        return bool(alive())
+    except RuntimeError:  # its Qt object is gone, and with it the thread
+        return False
+
+
+_collector: _GuiThreadCollector | None = None
+
+
+def collect_garbage_on_the_ui_thread_while(alive: Any) -> None:
+    """Call on the UI thread before starting a Python thread; `alive()` says whether it still runs."""
+    global _collector
+    if _collector is None or _collector.parent() is not QCoreApplication.instance():
+        _collector = _GuiThreadCollector()
+    _collector.hold(alive)
 
 
 @dataclass
@@ -251,6 +308,7 @@ class TrainingSession(QObject):
         self._runner.moveToThread(self._thread)
         self._thread.started.connect(self._runner.run)
         self._ended = False
+        collect_garbage_on_the_ui_thread_while(self.is_running)
         self._thread.start()
         self._timer.start()
 

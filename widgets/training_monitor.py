@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
 from app.document import Document, validate
 from app.export.graph import dataset_input_shape
-from app.worker import TrainingSession, step_graph_for_document
+from app.worker import TrainingSession, collect_garbage_on_the_ui_thread_while, step_graph_for_document
 from widgets.canvas_overlay import CanvasDashboard
 from widgets.confusion_matrix import ConfusionMatrixView
 from widgets.decision_boundary import DecisionBoundaryView
@@ -61,6 +61,7 @@ class _CheckRunner(QObject):
                 self.error.emit(what, f"{type(exc).__name__}: {exc}")
 
         thread = threading.Thread(target=work, name=f"wiregrad-{what}", daemon=True)
+        collect_garbage_on_the_ui_thread_while(thread.is_alive)
         thread.start()
         return thread
 

@@ -311,3 +311,44 @@ def test_every_shipped_example_starts_training_from_the_window(qtbot, make_windo
     qtbot.waitUntil(lambda: mon.batches_seen >= 2 or bool(win.errors), timeout=TIMEOUT)
     assert not win.errors, win.errors
     stop_and_wait(qtbot, win)
+
+
+def test_while_a_background_thread_runs_garbage_is_collected_on_the_ui_thread_only(qtbot):
+    """A cycle holding a Qt wrapper collected on the training thread deadlocks the app (the QObject's
+    destructor waits for the GIL while the UI thread holds it and waits for Qt's lock): while a worker runs,
+    automatic collection is off and the UI thread collects on a timer; afterwards it is on again."""
+    import gc
+    import threading
+
+    from app.worker import collect_garbage_on_the_ui_thread_while
+
+    collected_in: list[str] = []
+
+    class Cyclic:
+        def __init__(self) -> None:
+            self.me = self
+
+        def __del__(self) -> None:
+            collected_in.append(threading.current_thread().name)
+
+    started, stop = threading.Event(), threading.Event()
+
+    def churn() -> None:  # allocates enough containers to trigger automatic collection again and again
+        started.set()
+        while not stop.is_set():
+            [[] for _ in range(2000)]
+
+    worker = threading.Thread(target=churn, name="churn")
+    collect_garbage_on_the_ui_thread_while(worker.is_alive)
+    worker.start()
+    try:
+        started.wait(5)
+        assert not gc.isenabled()
+        for _ in range(50):
+            Cyclic()
+        qtbot.waitUntil(lambda: len(collected_in) == 50, timeout=TIMEOUT)
+    finally:
+        stop.set()
+        worker.join()
+    assert set(collected_in) == {threading.main_thread().name}
+    qtbot.waitUntil(gc.isenabled, timeout=TIMEOUT)
