@@ -195,6 +195,96 @@ class Hardtanh(Function):
 
 
 # ----------------------------------------------------------------------------- cross-entropy
+class PointwiseLoss(Function):
+    """mse / smooth_l1 / huber of d = input - target (broadcast), reduced, in one node; backward is the
+    elementwise loss's slope at d times g (over the count for mean), and minus that for the target."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, t, kind, beta, reduction):
+        d = np.subtract(x._arr, t._arr)
+        if kind == "mse":
+            loss = np.multiply(d, d)
+        else:  # smooth_l1 (quadratic scaled by 1/beta) or huber (linear part scaled by beta)
+            ad = np.abs(d)
+            small = ad < beta
+            if kind == "smooth_l1":
+                loss = np.where(small, (0.5 / beta) * d * d if beta else 0, ad - 0.5 * beta)
+            else:
+                loss = np.where(small, 0.5 * d * d, beta * (ad - 0.5 * beta))
+            loss = loss.astype(d.dtype, copy=False)
+        ctx.save_for_backward(x, t)
+        ctx.kind, ctx.beta, ctx.reduction, ctx.shape = kind, beta, reduction, d.shape
+        if reduction == "none":
+            return loss
+        total = loss.sum() if reduction == "sum" else loss.mean()
+        return np.asarray(total, dtype=d.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, t = ctx.saved_tensors
+        kind, beta, red = ctx.kind, ctx.beta, ctx.reduction
+        n = math.prod(ctx.shape)
+        scale = 1.0 / n if red == "mean" and n else (float("nan") if red == "mean" else 1.0)
+        if state.grad_enabled:  # create_graph: the same formula in Tensor ops
+            from ..ops.elementwise import where
+
+            d = x - t
+            if kind == "mse":
+                slope = d * 2.0
+            else:
+                inner = (d * (1.0 / beta) if beta else d * 0.0) if kind == "smooth_l1" else d
+                outer = d.sign() if kind == "smooth_l1" else d.sign() * beta
+                slope = where(d.abs() < beta, inner, outer)
+            gd = slope * g * scale
+        else:
+            d = np.subtract(x._arr, t._arr)
+            if kind == "mse":
+                slope = d * 2
+            elif kind == "smooth_l1":
+                slope = np.where(np.abs(d) < beta, d / beta if beta else 0, np.sign(d))
+            else:
+                slope = np.where(np.abs(d) < beta, d, beta * np.sign(d))
+            gd = _wrap_array((slope * (g._arr * scale)).astype(d.dtype, copy=False))
+        nig = ctx.needs_input_grad
+        gx = gd.sum_to_size(x._shape) if nig[0] else None
+        gt = -gd.sum_to_size(t._shape) if nig[1] else None
+        return gx, gt, None, None, None
+
+
+class NllLoss(Function):
+    """-w[t] x[i, t] over (M, C) log-probabilities, ignored rows left out; mean divides by the weights taken.
+    The loss is linear in x, so backward (and double backward) is a constant scatter times g."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, tt, valid, wy, reduction):
+        a = x._arr
+        m = a.shape[0]
+        loss = -a[np.arange(m), tt] * wy
+        ctx.tt, ctx.wy, ctx.reduction, ctx.shape = tt, wy, reduction, a.shape
+        ctx.denom = wy.sum(dtype=np.float64)
+        if reduction == "none":
+            return loss.astype(a.dtype, copy=False)
+        total = loss.sum(dtype=np.float64)
+        if reduction == "mean":
+            total = total / ctx.denom if ctx.denom != 0 else np.float64("nan")
+        return np.asarray(total, dtype=a.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        m, c = ctx.shape
+        coef = np.zeros((m, c), g._arr.dtype)
+        coef[np.arange(m), ctx.tt] = -ctx.wy
+        if ctx.reduction == "mean":
+            coef *= (1.0 / ctx.denom) if ctx.denom != 0 else float("nan")
+        gcol = g.reshape(-1, 1) if ctx.reduction == "none" else g
+        gx = gcol * _wrap_array(coef) if state.grad_enabled else _wrap_array(coef * gcol._arr)
+        return gx, None, None, None, None
+
+
 class CrossEntropy(Function):
     """Log-softmax + weighted NLL with label smoothing over (M, C) logits and (M,) class indices.
 

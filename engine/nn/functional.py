@@ -45,6 +45,10 @@ _LAYER_NORM = torch_node(FU.Normalize, "NativeLayerNormBackward0")
 _GROUP_NORM = torch_node(FU.Normalize, "NativeGroupNormBackward0")
 _EMBEDDING = torch_node(FU.Embedding, "EmbeddingBackward0")
 _NLL_LOSS = torch_node(FU.CrossEntropy, "NllLossBackward0")
+_NLL_LOSS_2D = torch_node(FU.CrossEntropy, "NllLoss2DBackward0")  # torch's name for (N, C, d1, ...) scores
+_NLL = {False: torch_node(FU.NllLoss, "NllLossBackward0"), True: torch_node(FU.NllLoss, "NllLoss2DBackward0")}
+_POINTWISE_LOSS = {kind: torch_node(FU.PointwiseLoss, name) for kind, name in (
+    ("mse", "MseLossBackward0"), ("smooth_l1", "SmoothL1LossBackward0"), ("huber", "HuberLossBackward0"))}
 _SMOOTHED_NLL_LOSS = torch_node(FU.CrossEntropy, "AddBackward0")  # torch adds the smoothing term
 _BCE = torch_node(FU.BinaryCrossEntropy, "BinaryCrossEntropyBackward0")
 _BCE_LOGITS = torch_node(FU.BinaryCrossEntropyWithLogits, "BinaryCrossEntropyWithLogitsBackward0")
@@ -784,11 +788,20 @@ def mse_loss(
     _warn_size(input, target)
     if _amp_state.any:  # autocast: losses are computed in float32
         input, target = autocast_fp32(input, target)
+    red = _reduction(size_average, reduce, reduction)
+    if weight is None and _fusable_loss(input, target, red):
+        return _POINTWISE_LOSS["mse"].apply(input, target, "mse", 0.0, red)
     d = input - target
     loss = d * d
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, _reduction(size_average, reduce, reduction))
+    return _reduce(loss, red)
+
+
+def _fusable_loss(input: Tensor, target: Tensor, reduction: str) -> bool:
+    """One fused node (named like torch's) for same-dtype floating CPU tensors; else the composite ops."""
+    return (reduction in ("mean", "sum", "none") and input._dtype is target._dtype
+            and input._dtype.is_floating_point and not input.is_cuda and not target.is_cuda)
 
 
 def l1_loss(
@@ -813,11 +826,28 @@ def smooth_l1_loss(
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     red = _reduction(size_average, reduce, reduction)
+    if beta != 0.0 and _fusable_loss(input, target, red):  # beta 0 is l1_loss, composite in torch too
+        return _POINTWISE_LOSS["smooth_l1"].apply(input, target, "smooth_l1", float(beta), red)
     d = (input - target).abs()
     if beta == 0.0:
         return _reduce(d, red)
     loss = E.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
     return _reduce(loss, red)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta): smooth_l1 with beta = delta, times delta."""
+    _warn_size(input, target)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    if weight is None and _fusable_loss(input, target, reduction):
+        return _POINTWISE_LOSS["huber"].apply(input, target, "huber", float(delta), reduction)
+    d = (input - target).abs()
+    loss = E.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
 
 
 def _class_last(input: Tensor, target: Tensor):
@@ -901,7 +931,7 @@ def cross_entropy(
     if x.is_cuda and weight is None and _cuda.takes(x):  # fused kernels, kernels/softmax.cu
         loss = _cuda.cross_entropy(x, t, ignore_index, label_smoothing, red)
         return loss.reshape(target._shape) if red == "none" else loss
-    node = _SMOOTHED_NLL_LOSS if label_smoothing else _NLL_LOSS
+    node = _SMOOTHED_NLL_LOSS if label_smoothing else _NLL_LOSS_2D if input.ndim >= 3 else _NLL_LOSS
     loss = node.apply(x, t, weight, ignore_index, float(label_smoothing), red)
     return loss.reshape(target._shape) if red == "none" and loss._shape != target._shape else loss
 
@@ -926,6 +956,11 @@ def nll_loss(
     if tt.size and (tt.min() < 0 or tt.max() >= c):
         raise IndexError(f"Target {tt[(tt < 0) | (tt >= c)][0]} is out of bounds.")
     wy = (weight._arr[tt] if weight is not None else np.ones(tt.shape, x._dtype.np)) * valid
+    if red not in ("mean", "sum", "none"):
+        raise ValueError(f"{red} is not a valid value for reduction")
+    if not x.is_cuda:  # one node named like torch's
+        loss = _NLL[input.ndim >= 3].apply(x, tt, valid, wy.astype(x._dtype.np), red)
+        return loss.reshape(target._shape) if red == "none" and loss._shape != target._shape else loss
     picked = x.gather(1, _wrap_array(tt.reshape(-1, 1))).reshape(-1)
     loss = picked * _wrap_array(-wy.astype(x._dtype.np))
     if red == "none":

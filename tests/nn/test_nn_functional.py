@@ -482,9 +482,14 @@ def test_loss_gradchecks():
         (x, y),
     )
     assert gradcheck(lambda x, y: F.smooth_l1_loss(x, y, beta=0.3), (x, y))
+    assert gradcheck(lambda x, y: F.huber_loss(x, y, delta=0.3), (x, y))
     assert gradcheck(lambda x, y: F.kl_div(x, y + 0.1, reduction="batchmean"), (x, y))
     t = engine.tensor([1, 0, 1])
     assert gradcheck(lambda x: F.nll_loss(x, t, weight=engine.tensor([0.3, 2.0], dtype=engine.float64)), (x,))
+    for red in ("mean", "sum", "none"):  # the fused loss nodes, twice differentiable
+        assert gradgradcheck(lambda x, y, red=red: F.mse_loss(x, y, reduction=red), (x, y))
+        assert gradgradcheck(lambda x, y, red=red: F.smooth_l1_loss(x, y, beta=0.3, reduction=red), (x, y))
+        assert gradgradcheck(lambda x, y, red=red: F.huber_loss(x, y, delta=0.3, reduction=red), (x, y))
 
 
 # ----------------------------------------------------------------------------- graph node names
@@ -519,6 +524,15 @@ NODE_CALLS = {
     "layer_norm": lambda M, FF: FF.layer_norm(_leaf(M, 4, 3), (3,)),
     "batch_norm": lambda M, FF: FF.batch_norm(_leaf(M, 4, 3), None, None, training=True),
     "embedding": lambda M, FF: FF.embedding(M.tensor([0, 1]), _leaf(M, 5, 3)),
+    "cross_entropy_2d": lambda M, FF: FF.cross_entropy(_leaf(M, 2, 3, 4), M.zeros(2, 4, dtype=M.int64)),
+    "nll_loss": lambda M, FF: FF.nll_loss(_leaf(M, 4, 3), M.tensor([0, 1, 2, 0])),
+    "nll_loss_none": lambda M, FF: FF.nll_loss(_leaf(M, 4, 3), M.tensor([0, 1, 2, 0]), reduction="none"),
+    "nll_loss_2d": lambda M, FF: FF.nll_loss(_leaf(M, 2, 3, 4), M.zeros(2, 4, dtype=M.int64)),
+    "mse_loss": lambda M, FF: FF.mse_loss(_leaf(M, 4, 3), M.randn(4, 3)),
+    "mse_loss_sum": lambda M, FF: FF.mse_loss(_leaf(M, 4, 3), M.randn(4, 3), reduction="sum"),
+    "smooth_l1_loss": lambda M, FF: FF.smooth_l1_loss(_leaf(M, 4, 3), M.randn(4, 3), beta=0.5),
+    "smooth_l1_loss_beta0": lambda M, FF: FF.smooth_l1_loss(_leaf(M, 4, 3), M.randn(4, 3), beta=0.0),
+    "huber_loss": lambda M, FF: FF.huber_loss(_leaf(M, 4, 3), M.randn(4, 3), delta=0.5),
 }
 
 
