@@ -106,7 +106,9 @@ def train_for_screenshot(window, steps: int, timeout_s: float = 300.0) -> None:
         return
     window.make_room_for_monitor()
     deadline = time.monotonic() + timeout_s
-    while monitor.batches_seen < steps and monitor.is_active() and time.monotonic() < deadline:
+    # the doctor pauses a run that produced NaN/Inf: then there is nothing more to wait for
+    while monitor.batches_seen < steps and monitor.is_active() and monitor.state != "paused" \
+            and time.monotonic() < deadline:
         QApplication.processEvents()
         time.sleep(0.005)
     monitor.pause()

@@ -63,7 +63,13 @@ def _np(t: Any) -> np.ndarray:
 
 def _sq_norm(t: Any) -> float:
     a = t._arr.ravel()  # BLAS dot on the backend array: cheap, no graph
-    return float(a @ a)
+    s = float(a @ a)
+    if s == math.inf and a.dtype != np.float64:
+        # finite float32 values past ~1.8e19 overflow their square sum: that is a huge norm, not an Inf in
+        # the model (the doctor would pause and fail to find the layer holding it)
+        a = a.astype(np.float64)
+        s = float(a @ a)
+    return s
 
 
 def _stats(a: np.ndarray) -> dict[str, float]:

@@ -347,3 +347,15 @@ def test_huge_initial_weights_give_an_exploding_gradient_finding_on_those_layers
     exploding = [f for f in rec.findings if f.rule == "exploding_gradients"]
     assert {f.node_id for f in exploding} == {"fc1", "fc2"}
     assert all(f.evidence["grad_norm"] > 100 for f in exploding)
+
+
+def test_a_huge_but_finite_gradient_norm_is_not_taken_for_an_inf():
+    """float32 values past ~1.8e19 overflow a float32 square sum; the doctor took that for an Inf in the
+    model, paused, and could not find the layer holding it."""
+    import engine
+    from app.training.trainer import _sq_norm
+
+    huge = engine.full((100,), 1e20)
+    assert huge.dtype == engine.float32 and math.isfinite(_sq_norm(huge))
+    assert _sq_norm(huge) == pytest.approx(100 * 1e40, rel=1e-5)
+    assert _sq_norm(engine.tensor([1.0, float("inf")])) == math.inf

@@ -99,8 +99,7 @@ def test_a_run_that_produces_nan_pauses_and_shows_the_finding(qtbot, make_window
     qtbot.waitUntil(lambda: mon.state == "paused", timeout=TIMEOUT)
     assert mon.doctor.tree.topLevelItemCount() >= 1
     blamed = [f.node_id for f in mon.findings if f.rule == "nonfinite" and f.node_id]
-    if blamed:
-        assert blamed[0] in mon.dashboard.alerts
+    assert blamed and blamed[0] in mon.dashboard.alerts  # the layer that made it is named and ringed
     stop_and_wait(qtbot, win)
 
 
