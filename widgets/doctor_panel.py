@@ -2,6 +2,7 @@
 results of the LR range finder (loss vs lr with the proposed value) and the overfit-one-batch check."""
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from PySide6.QtWidgets import (
 
 from widgets.theme import current_theme
 
-SEVERITY_ICON = {"error": "⛔", "warning": "⚠", "info": "ℹ"}
+SEVERITY_ICON = {"error": "✖", "warning": "⚠", "info": "ℹ"}  # glyphs DejaVu Sans has (⛔ drew a box)
 
 
 def _evidence_text(evidence: dict[str, Any]) -> str:
@@ -52,6 +53,14 @@ class DoctorPanel(QWidget):
         for col, width in enumerate((28, 70, 260, 260)):
             self.tree.setColumnWidth(col, width)
         self.tree.itemClicked.connect(self._clicked)
+        self.tree.currentItemChanged.connect(lambda item, _prev: self._show_detail(item))
+        # the list is too narrow for whole sentences in a side dock: the selected finding reads in full here
+        self.detail = QLabel()
+        self.detail.setWordWrap(True)
+        self.detail.setTextFormat(Qt.RichText)
+        self.detail.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.detail.setStyleSheet(f"padding: 6px; border-top: 1px solid {theme.muted}")
+        self.detail.hide()
         self.empty = QLabel("No findings yet: the doctor watches gradients, loss and activations "
                             "while training.")
         self.empty.setWordWrap(True)
@@ -76,7 +85,8 @@ class DoctorPanel(QWidget):
         tl = QVBoxLayout(top)
         tl.setContentsMargins(0, 0, 0, 0)
         tl.addWidget(self.empty)
-        tl.addWidget(self.tree)
+        tl.addWidget(self.tree, 1)
+        tl.addWidget(self.detail)
         bottom = QWidget()
         bl = QVBoxLayout(bottom)
         bl.setContentsMargins(4, 4, 4, 4)
@@ -100,6 +110,7 @@ class DoctorPanel(QWidget):
         self.findings.clear()
         self.tree.clear()
         self.tree.hide()
+        self.detail.hide()
         self.empty.show()
 
     def add_finding(self, f: Any) -> None:
@@ -119,9 +130,36 @@ class DoctorPanel(QWidget):
         item.setToolTip(3, f.suggestion)
         item.setToolTip(4, _evidence_text(f.evidence))
         item.setData(0, Qt.UserRole, f.node_id)
+        item.setData(1, Qt.UserRole, len(self.findings) - 1)
         self.tree.insertTopLevelItem(0, item)
         self.empty.hide()
         self.tree.show()
+        # the newest finding reads in full unless the user is looking at another one
+        if self.tree.currentItem() is None or f.severity == "error":
+            self.tree.setCurrentItem(item)
+        self._show_detail(self.tree.currentItem())
+
+    def _show_detail(self, item: QTreeWidgetItem | None) -> None:
+        if item is None:
+            self.detail.hide()
+            return
+        f = self.findings[item.data(1, Qt.UserRole)]
+        theme = current_theme()
+        color = {"error": theme.error, "warning": theme.warning}.get(f.severity, theme.text)
+        where = [f"epoch {f.epoch + 1}"] if f.epoch is not None else []
+        if f.step is not None:
+            where.append(f"step {f.step}")
+        node = f"<b>{html.escape(f.node_id)}</b> · " if f.node_id else ""
+        text = (f"<span style='color:{color}'>{SEVERITY_ICON.get(f.severity, '•')} {node}"
+                f"{html.escape(f.message)}</span>")
+        if where:
+            text += f" <span style='color:{theme.muted}'>({' · '.join(where)})</span>"
+        if f.suggestion:
+            text += f"<br><b>Try:</b> {html.escape(f.suggestion)}"
+        if f.evidence:
+            text += f"<br><span style='color:{theme.muted}'>{html.escape(_evidence_text(f.evidence))}</span>"
+        self.detail.setText(text)
+        self.detail.show()
 
     def _clicked(self, item: QTreeWidgetItem, _column: int) -> None:
         node = item.data(0, Qt.UserRole)

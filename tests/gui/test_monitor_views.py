@@ -263,3 +263,30 @@ def test_a_stopped_run_is_not_continued_once_the_graph_changed(qtbot, make_windo
     assert mon.continue_run() is None
     assert win.errors and "changed" in win.errors[-1][1]
     assert not mon.is_active()
+
+
+def test_the_doctor_reads_the_newest_error_in_full_below_the_list_and_a_clicked_finding_next(qtbot):
+    """A side dock is too narrow for the list's sentences: the selected finding is shown whole, with its fix
+    and evidence; a new error takes the place of a warning the user was not looking at."""
+    from app.training.metrics import Finding
+    from widgets.doctor_panel import DoctorPanel
+
+    panel = DoctorPanel()
+    qtbot.addWidget(panel)
+    panel.resize(300, 500)
+    panel.show()
+    warn = Finding("exploding_gradients", "warning", "gradients of fc1 are exploding: norm 2.8e+05",
+                   "lower the learning rate or set grad_clip", "fc1", {"grad_norm": 2.8e5}, 0, 3)
+    panel.add_finding(warn)
+    assert "gradients of fc1 are exploding" in panel.detail.text() and panel.detail.isVisible()
+    error = Finding("nonfinite", "error", "training paused: loss nan — the output of out became NaN/Inf",
+                    "lower the learning rate (now 1e+06; try 1e+05)", "out", {"stage": "forward"}, 0, 4)
+    panel.add_finding(error)
+    text = panel.detail.text()
+    assert "the output of out became NaN/Inf" in text and "try 1e+05" in text and "stage=forward" in text
+    assert "step 4" in text
+    older = panel.tree.topLevelItem(1)
+    panel.tree.setCurrentItem(older)
+    assert "gradients of fc1 are exploding" in panel.detail.text()
+    panel.clear()
+    assert not panel.detail.isVisible()
