@@ -127,18 +127,19 @@ def _copy_channels_last(values) -> Tensor:
     return _wrap_dense(np.ascontiguousarray(values.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2))
 
 
-def _copy_preserving_layout(values, like: Tensor) -> Tensor:
-    """A new CPU tensor holding `values` (an array shaped like `like`) in the layout torch's preserve_format
-    gives: `like`'s own strides when it is non-overlapping and dense, else dense in `like`'s stride order
-    (NumPy's order "K", the same rule as torch's empty_like)."""
+def _copy_preserving_layout(values, like: Tensor, dtype=None) -> Tensor:
+    """A new CPU tensor holding `values` (an array shaped like `like`, cast to the NumPy `dtype` if given) in
+    the layout torch's preserve_format gives: `like`'s own strides when it is non-overlapping and dense, else
+    dense in `like`'s stride order (NumPy's order "K", the same rule as torch's empty_like)."""
     shape, strides = like._shape, like._strides
+    dtype = values.dtype if dtype is None else dtype
     if S.is_contiguous(shape, strides) or values.size == 0:
-        return _wrap_array(np.array(values, copy=True, order="C"))
+        return _wrap_array(np.array(values, dtype=dtype, copy=True, order="C"))
     if not S.is_non_overlapping_and_dense(shape, strides):
-        out = np.empty_like(like._arr, dtype=values.dtype)
+        out = np.empty_like(like._arr, dtype=dtype)
         out[...] = values
         return _wrap_dense(out)
-    flat = np.empty(values.size, values.dtype)
+    flat = np.empty(values.size, dtype)
     t = _wrap_array(flat)
     t._shape, t._strides = shape, strides
     t._arr = numpy_backend.view(flat, shape, strides, 0)

@@ -728,7 +728,8 @@ def clone(input, *, memory_format=None):
 
 
 class ToCopy(Function):
-    """dtype and/or device change (copies)."""
+    """dtype and/or device change (copies). On the CPU a non-contiguous tensor's copy is laid out like it
+    (torch's preserve_format: x.t().double() is transposed too)."""
 
     _raw = True
 
@@ -736,6 +737,9 @@ class ToCopy(Function):
     def forward(ctx, x, dtype, device, non_blocking=False):
         ctx.src_dtype, ctx.src_device = x._dtype, x.device
         arr = x._arr
+        if arr.__class__ is np.ndarray and device == x._storage.device and not S.is_contiguous(x._shape,
+                                                                                                x._strides):
+            return _copy_preserving_layout(arr, x, dtype.np)
         if device != x._storage.device:
             from ..backend import backend_for
 
