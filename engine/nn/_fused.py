@@ -523,13 +523,30 @@ class Embedding(Function):
         return None, _wrap_array(gw), None
 
 
+def _reduce_loss(ctx, loss: np.ndarray, reduction: str, dtype) -> np.ndarray:
+    """The elementwise `loss` summed, averaged or kept (reduction); backward scales by _loss_grad_scale."""
+    ctx.reduction, ctx.count = reduction, loss.size
+    if reduction == "none":
+        return loss.astype(dtype, copy=False)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the mean of nothing is nan, as in torch
+        total = loss.sum() if reduction == "sum" else loss.sum() / loss.size
+    return np.asarray(total, dtype=dtype)
+
+
+def _loss_grad_scale(ctx, g):
+    """The incoming gradient of a _reduce_loss result, as a factor on the elementwise gradient."""
+    if ctx.reduction == "mean":
+        return g * (1.0 / ctx.count if ctx.count else float("nan"))
+    return g
+
+
 class BinaryCrossEntropy(Function):
-    """-w (y log x + (1 - y) log(1 - x)) elementwise, logs clamped at -100 like PyTorch."""
+    """-(y log x + (1 - y) log(1 - x)), logs clamped at -100 like PyTorch, then the reduction."""
 
     _raw = True
 
     @staticmethod
-    def forward(ctx, x, y):
+    def forward(ctx, x, y, reduction="none"):
         a, t = x._arr, y._arr
         if a.size and (a.min() < 0 or a.max() > 1):
             raise RuntimeError("all elements of input should be between 0 and 1")
@@ -537,33 +554,36 @@ class BinaryCrossEntropy(Function):
             lx = np.maximum(np.log(a), -100)
             l1x = np.maximum(np.log1p(-a), -100)
         ctx.save_for_backward(x, y)
-        return (-(t * lx + (1 - t) * l1x)).astype(a.dtype, copy=False)
+        return _reduce_loss(ctx, -(t * lx + (1 - t) * l1x), reduction, a.dtype)
 
     @staticmethod
     def backward(ctx, g):
+        g = _loss_grad_scale(ctx, g)
         x, y = ctx.saved_tensors
         gx = g * (x - y) / (x * (1 - x)).clamp(min=1e-12) if ctx.needs_input_grad[0] else None
         gy = None
         if ctx.needs_input_grad[1]:
             gy = g * ((1 - x).log().clamp(min=-100) - x.log().clamp(min=-100))
-        return gx, gy
+        return gx, gy, None
 
 
 class BinaryCrossEntropyWithLogits(Function):
-    """(1 - y) x + lw * softplus(-x) with lw = 1 + (pos_weight - 1) y, computed without overflow."""
+    """(1 - y) x + lw * softplus(-x) with lw = 1 + (pos_weight - 1) y, computed without overflow, then the
+    reduction."""
 
     _raw = True
 
     @staticmethod
-    def forward(ctx, x, y, pos_weight):
+    def forward(ctx, x, y, pos_weight, reduction="none"):
         a, t = x._arr, y._arr
         sp = np.maximum(-a, 0) + np.log1p(np.exp(-np.abs(a)))  # softplus(-x)
         lw = 1 if pos_weight is None else 1 + (pos_weight._arr - 1) * t
         ctx.save_for_backward(x, y, pos_weight)
-        return ((1 - t) * a + lw * sp).astype(a.dtype, copy=False)
+        return _reduce_loss(ctx, (1 - t) * a + lw * sp, reduction, a.dtype)
 
     @staticmethod
     def backward(ctx, g):
+        g = _loss_grad_scale(ctx, g)
         x, y, pw = ctx.saved_tensors
         nig = ctx.needs_input_grad
         lw = 1 if pw is None else (pw - 1) * y + 1
@@ -575,4 +595,4 @@ class BinaryCrossEntropyWithLogits(Function):
                 gy = g * (-x + (sp * (pw - 1) if pw is not None else 0))
             if pw is not None and nig[2]:
                 gp = g * y * sp
-        return gx, gy, gp
+        return gx, gy, gp, None

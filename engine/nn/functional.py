@@ -983,10 +983,13 @@ def binary_cross_entropy(
             f"Using a target size ({target.shape}) that is different to the input size ({input.shape}) "
             "is deprecated. Please ensure they have the same size."
         )
-    loss = _BCE.apply(input, target)
+    red = _reduction(size_average, reduce, reduction)
+    if weight is None and red in ("mean", "sum", "none"):
+        return _BCE.apply(input, target, red)  # one node, reduction included, as torch's
+    loss = _BCE.apply(input, target, "none")
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, _reduction(size_average, reduce, reduction))
+    return _reduce(loss, red)
 
 
 def binary_cross_entropy_with_logits(
@@ -1000,10 +1003,13 @@ def binary_cross_entropy_with_logits(
 ) -> Tensor:
     if target._shape != input._shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
-    loss = _BCE_LOGITS.apply(input, target, pos_weight)
+    red = _reduction(size_average, reduce, reduction)
+    if weight is None and red in ("mean", "sum", "none"):
+        return _BCE_LOGITS.apply(input, target, pos_weight, red)  # one node, reduction included, as torch's
+    loss = _BCE_LOGITS.apply(input, target, pos_weight, "none")
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, _reduction(size_average, reduce, reduction))
+    return _reduce(loss, red)
 
 
 def kl_div(

@@ -490,6 +490,10 @@ def test_loss_gradchecks():
         assert gradgradcheck(lambda x, y, red=red: F.mse_loss(x, y, reduction=red), (x, y))
         assert gradgradcheck(lambda x, y, red=red: F.smooth_l1_loss(x, y, beta=0.3, reduction=red), (x, y))
         assert gradgradcheck(lambda x, y, red=red: F.huber_loss(x, y, delta=0.3, reduction=red), (x, y))
+        assert gradgradcheck(lambda x, y, red=red: F.binary_cross_entropy(x * 0.8 + 0.1, y, reduction=red),
+                             (x, y))
+        assert gradgradcheck(lambda x, y, red=red: F.binary_cross_entropy_with_logits(
+            x, y, pos_weight=engine.tensor([2.0, 0.5], dtype=engine.float64), reduction=red), (x, y))
 
 
 # ----------------------------------------------------------------------------- graph node names
@@ -533,6 +537,11 @@ NODE_CALLS = {
     "smooth_l1_loss": lambda M, FF: FF.smooth_l1_loss(_leaf(M, 4, 3), M.randn(4, 3), beta=0.5),
     "smooth_l1_loss_beta0": lambda M, FF: FF.smooth_l1_loss(_leaf(M, 4, 3), M.randn(4, 3), beta=0.0),
     "huber_loss": lambda M, FF: FF.huber_loss(_leaf(M, 4, 3), M.randn(4, 3), delta=0.5),
+    "bce": lambda M, FF: FF.binary_cross_entropy(_leaf(M, 4, 3).sigmoid(), M.rand(4, 3)),
+    "bce_sum": lambda M, FF: FF.binary_cross_entropy(_leaf(M, 4, 3).sigmoid(), M.rand(4, 3), reduction="sum"),
+    "bce_with_logits": lambda M, FF: FF.binary_cross_entropy_with_logits(_leaf(M, 4, 3), M.rand(4, 3)),
+    "bce_with_logits_none": lambda M, FF: FF.binary_cross_entropy_with_logits(_leaf(M, 4, 3), M.rand(4, 3),
+                                                                              reduction="none"),
 }
 
 
