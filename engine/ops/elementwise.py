@@ -341,25 +341,45 @@ def floor_divide(input, other):
     return DivBackward2.apply(input, other, "floor")
 
 
+class Remainder(Function):
+    """a - b q with q = floor(a / b) (remainder, Python's %) or trunc(a / b) (fmod, C's). The quotient is
+    piecewise constant: d/da = 1, d/db = -q."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, a, b, truncate):
+        A, B, dt = _operands(a, b)
+        if dt is D.bool_:
+            name = "fmod" if truncate else "remainder"
+            raise NotImplementedError(f'"{name}_cpu" not implemented for \'Bool\'')
+        if not dt.is_floating_point:
+            _check_int_divisor(B)
+        if ctx.needs_input_grad[1:2] == (True,):  # (no graph: an empty tuple)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                q = np.true_divide(A, B)
+            ctx.q = (np.trunc(q) if truncate else np.floor(q)).astype(dt.np, copy=False)
+        with np.errstate(invalid="ignore", divide="ignore"):  # x % 0.0 is nan, silently as in torch
+            return np.fmod(A, B) if truncate else np.remainder(A, B)
+
+    @staticmethod
+    def backward(ctx, g):
+        gb = -g * _wrap_array(ctx.q) if ctx.needs_input_grad[1] else None
+        return g, gb, None
+
+
+RemainderBackward0 = torch_node(Remainder, "RemainderBackward0")  # scalar divisor
+RemainderBackward1 = torch_node(Remainder, "RemainderBackward1")
+FmodBackward0 = torch_node(Remainder, "FmodBackward0")
+FmodBackward1 = torch_node(Remainder, "FmodBackward1")
+
+
 def remainder(input, other):
-    A, B, dt = _operands(input, other)
-    if not dt.is_floating_point:
-        _check_int_divisor(B)
-    r = _wrap_array(np.remainder(A, B))
-    if _is_t(input) and input._rg and state.grad_enabled:
-        # d(a mod b)/da = 1; the quotient is piecewise constant
-        return input - (input - r).detach()
-    return r
+    return (RemainderBackward1 if _is_t(other) else RemainderBackward0).apply(input, other, False)
 
 
 def fmod(input, other):
-    A, B, dt = _operands(input, other)
-    if not dt.is_floating_point:
-        _check_int_divisor(B)
-    r = _wrap_array(np.fmod(A, B))
-    if _is_t(input) and input._rg and state.grad_enabled:
-        return input - (input - r).detach()
-    return r
+    return (FmodBackward1 if _is_t(other) else FmodBackward0).apply(input, other, True)
 
 
 def pow(input, exponent):

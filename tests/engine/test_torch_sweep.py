@@ -979,6 +979,10 @@ def test_less_common_methods_match_torch(fn, arrays):
 
 
 METHODS_GRAD = cases(
+    ("remainder_tensor", lambda T, a, b: T.remainder(a * 4, b.abs() + 0.5), [f(3, 4), f(3, 4)]),
+    ("fmod_tensor", lambda T, a, b: T.fmod(a * 4, b.abs() + 0.5), [f(3, 4), f(3, 4)]),
+    ("remainder_broadcast", lambda T, a, b: a * 4 % (b.abs() + 0.5), [f(3, 4), f(1, 4)]),
+    ("fmod_scalar", lambda T, a: T.fmod(a * 4, -1.5), [f(3, 4)]),
     ("clone_transposed", lambda T, a: a.t().clone() * 1, [f(3, 4)]),
     ("clone_channels_last", lambda T, a: a.reshape(1, 3, 2, 2).clone(memory_format=T.channels_last) * 1,
      [f(3, 4)]),
@@ -1152,6 +1156,10 @@ EDGES = cases(
      [T4]),
     ("to_copy_transposed", lambda T, a: a.t().to("cpu", copy=True).stride(),
      [T4]),
+    ("remainder_bool", lambda T: T.remainder(T.tensor([True]), T.tensor([True])),
+     []),
+    ("fmod_bool", lambda T: T.fmod(T.tensor([True, False]), True),
+     []),
     ("contiguous_noncontig_strides", lambda T, a: a.t().contiguous().stride(),
      [T4]),
     ("expand_stride", lambda T, a: a[:, :1].expand(2, 4).stride(),
