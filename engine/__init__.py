@@ -1,7 +1,15 @@
 """Wiregrad's deep-learning engine: PyTorch's API on our own strided tensors, autograd and backends."""
 from __future__ import annotations
 
+import warnings as _warnings
+
 from . import _strides
+
+# NumPy's floating-point warnings (log(0), x / 0, sqrt(-1), overflow) from inside the engine's kernels: the
+# results are IEEE inf/nan exactly as torch gives them, and torch says nothing; the training doctor is what
+# reports NaN/Inf to the user. Only these messages and only from engine code are silenced.
+_warnings.filterwarnings("ignore", message=r"(divide by zero|invalid value|overflow|underflow) encountered",
+                         category=RuntimeWarning, module=r"engine(\.|$)")
 from ._memory_format import channels_last, contiguous_format, memory_format, preserve_format
 from .autograd.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import device
@@ -39,6 +47,31 @@ from . import (
     autograd,  # noqa: E402
     cuda,  # noqa: E402
 )
+from .ops.composite import (  # noqa: E402
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
+    cdist,
+    column_stack,
+    copysign,
+    deg2rad,
+    dist,
+    dsplit,
+    dstack,
+    float_power,
+    hsplit,
+    hypot,
+    logaddexp,
+    logaddexp2,
+    logit,
+    rad2deg,
+    tensordot,
+    tril_indices,
+    triu_indices,
+    vdot,
+    vsplit,
+    xlogy,
+)
 from .ops.creation import *  # noqa: E402
 from .ops.creation import (  # noqa: E402
     arange,
@@ -67,16 +100,19 @@ from .ops.creation import (  # noqa: E402
     zeros,
     zeros_like,
 )
-from .ops.elementwise import (  # noqa: E402
+from .ops.elementwise import (  # noqa: E402  # noqa: E402
     abs,
     acos,
+    acosh,
     add,
     addcdiv,
     addcmul,
     allclose,
     asin,
+    asinh,
     atan,
     atan2,
+    atanh,
     bitwise_and,
     bitwise_not,
     bitwise_or,
@@ -94,6 +130,7 @@ from .ops.elementwise import (  # noqa: E402
     eq,
     equal,
     erf,
+    erfc,
     exp,
     exp2,
     expm1,
@@ -140,7 +177,9 @@ from .ops.elementwise import (  # noqa: E402
     rsub,
     sigmoid,
     sign,
+    signbit,
     sin,
+    sinc,
     sinh,
     sqrt,
     square,
@@ -225,6 +264,10 @@ from .ops.sort import (  # noqa: E402
     unique,
     unique_consecutive,
 )
+
+# NumPy-style spellings torch also accepts
+absolute, arccos, arcsin, arctan, arctan2, fix, sgn = abs, acos, asin, atan, atan2, trunc, sign  # noqa: E402
+arcsinh, arccosh, arctanh = asinh, acosh, atanh  # noqa: E402
 from .ops.views import (  # noqa: E402
     as_strided,
     broadcast_tensors,

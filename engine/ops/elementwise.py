@@ -607,6 +607,23 @@ def _erf_cody(x):
 
 
 Erf, erf = _unary("Erf", _erf_np, lambda g, x, out: g * (2 / math.sqrt(math.pi)) * (-(x * x)).exp())
+# erfc = 1 - erf loses every digit past x ~ 4 in float32; math.erfc keeps them (one Python call an element)
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+Erfc, erfc = _unary("Erfc", lambda a: _ERFC(a).astype(a.dtype),
+                    lambda g, x, out: g * (-2 / math.sqrt(math.pi)) * (-(x * x)).exp())
+Asinh, asinh = _unary("Asinh", np.arcsinh, lambda g, x, out: g * (x * x + 1).rsqrt())
+Acosh, acosh = _unary("Acosh", np.arccosh, lambda g, x, out: g * (x * x - 1).rsqrt())
+Atanh, atanh = _unary("Atanh", np.arctanh, lambda g, x, out: g / (1 - x * x))
+
+
+def _sinc_grad(g, x, out):
+    """d/dx sin(pi x)/(pi x) = (cos(pi x) - sinc(x)) / x, and 0 at x = 0."""
+    safe = where(x == 0, 1.0, x)
+    return g * where(x == 0, 0.0, ((safe * math.pi).cos() - safe.sinc()) / safe)
+
+
+Sinc, sinc = _unary("Sinc", np.sinc, _sinc_grad)
+Signbit, signbit = _unary("Signbit", np.signbit, _zero_grad, float_only=False, nondiff=True)
 
 
 # ----------------------------------------------------------------------------- clamp, where, copies

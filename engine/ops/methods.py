@@ -1,6 +1,7 @@
 """The Tensor method table: binds each op (defined once in its ops module) as a method and operator."""
 from __future__ import annotations
 
+from . import composite as CO
 from . import creation as C
 from . import elementwise as E
 from . import indexing as I
@@ -55,6 +56,13 @@ METHODS = {
     "negative": E.neg, "sin": E.sin, "cos": E.cos, "tan": E.tan, "asin": E.asin, "acos": E.acos,
     "atan": E.atan,
     "sinh": E.sinh, "cosh": E.cosh, "tanh": E.tanh, "sigmoid": E.sigmoid, "relu": E.relu, "erf": E.erf,
+    "erfc": E.erfc, "asinh": E.asinh, "acosh": E.acosh, "atanh": E.atanh, "arcsinh": E.asinh,
+    "arccosh": E.acosh, "arctanh": E.atanh, "arcsin": E.asin, "arccos": E.acos, "arctan": E.atan,
+    "arctan2": E.atan2, "fix": E.trunc, "sinc": E.sinc, "signbit": E.signbit,
+    "hypot": CO.hypot, "logaddexp": CO.logaddexp, "logaddexp2": CO.logaddexp2, "copysign": CO.copysign,
+    "xlogy": CO.xlogy, "logit": CO.logit, "float_power": CO.float_power, "deg2rad": CO.deg2rad,
+    "rad2deg": CO.rad2deg, "dist": CO.dist, "vdot": CO.vdot, "hsplit": CO.hsplit, "vsplit": CO.vsplit,
+    "dsplit": CO.dsplit,
     "reciprocal": E.reciprocal, "square": E.square, "sign": E.sign, "floor": E.floor, "ceil": E.ceil,
     "trunc": E.trunc, "frac": E.frac, "round": E.round, "clamp": E.clamp, "clip": E.clamp,
     "clamp_min": E.clamp_min, "clamp_max": E.clamp_max, "nan_to_num": E.nan_to_num,

@@ -87,3 +87,30 @@ def test_split_and_chunk_bad_arguments():
     _both(lambda m: m.ones(4).split([1, 2]), RuntimeError, "4")
     _both(lambda m: m.ones(4).chunk(0), RuntimeError)
     _both(lambda m: m.ones(4).narrow(0, 3, 2), (RuntimeError, IndexError))
+
+
+def test_inf_and_nan_results_come_silently_like_torch_but_anomaly_warnings_still_show():
+    """log(0), x / 0 and sqrt(-1) give torch's -inf, inf and nan without NumPy's RuntimeWarnings (the doctor
+    reports NaN/Inf in training); detect_anomaly's own warning still shows. In a fresh interpreter: pytest
+    undoes warning filters that a module installs while tests are being collected."""
+    import subprocess
+    import sys
+
+    script = (
+        "import engine\n"
+        "x = engine.tensor([0.0, -1.0])\n"
+        "print(x.log().tolist(), (x / 0).tolist(), x.sqrt().tolist())\n"
+        "leaf = engine.tensor([0.0], requires_grad=True)\n"
+        "with engine.autograd.detect_anomaly():\n"
+        "    try:\n"
+        "        (leaf.sqrt() * 0).sum().backward()\n"
+        "    except RuntimeError as exc:\n"
+        "        print('raised', exc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-W", "default", "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "[-inf, nan] [nan, -inf] [0.0, nan]" in proc.stdout
+    assert "encountered in" not in proc.stderr  # NumPy's floating-point warnings
+    assert "Error detected in SqrtBackward0" in proc.stderr
+    assert "raised Function 'SqrtBackward0'" in proc.stdout

@@ -979,6 +979,25 @@ def test_less_common_methods_match_torch(fn, arrays):
 
 
 METHODS_GRAD = cases(
+    ("asinh", lambda T, a: a.asinh(), [f(3, 4)]),
+    ("acosh", lambda T, a: T.acosh(a.abs() + 1.1), [f(3, 4)]),
+    ("atanh", lambda T, a: T.arctanh(a / 4), [f(3, 4)]),
+    ("erfc", lambda T, a: a.erfc() * 1, [f(3, 4, lo=-5, hi=5)]),
+    ("sinc", lambda T, a: T.sinc(a), [np.r_[f(11), 0.0].astype(np.float32).reshape(3, 4)]),
+    ("hypot", lambda T, a, b: T.hypot(a, b), [f(3, 4), f(1, 4)]),
+    ("logaddexp", lambda T, a, b: T.logaddexp(a, b), [f(3, 4), f(3, 4)]),
+    ("logaddexp_ties", lambda T, a: T.logaddexp(a, a), [f(3, 4)]),
+    ("logaddexp2", lambda T, a, b: a.logaddexp2(b), [f(3, 4), f(4)]),
+    ("copysign_scalar", lambda T, a: a.copysign(-2.0), [f(3, 4)]),
+    ("xlogy", lambda T, a, b: T.xlogy(a.clamp(min=0), b.abs() + 0.1), [f(3, 4), f(3, 4)]),
+    ("logit", lambda T, a: (a.sigmoid() * 0.98 + 0.01).logit(), [f(3, 4)]),
+    ("logit_eps", lambda T, a: T.logit(a.sigmoid(), eps=0.2), [f(3, 4)]),
+    ("float_power", lambda T, a: T.float_power(a, 3), [f(3, 4)]),
+    ("deg2rad_rad2deg", lambda T, a: T.rad2deg(T.deg2rad(a) * 2), [f(3, 4)]),
+    ("vdot", lambda T, a, b: T.vdot(a, b), [f(6), f(6)]),
+    ("column_stack", lambda T, a, b: T.column_stack([a, b]), [f(3), f(3, 2)]),
+    ("dstack", lambda T, a, b: T.dstack([a, b]), [f(3, 4), f(3, 4)]),
+    ("hsplit_vsplit", lambda T, a: T.hsplit(a, 2)[1] + T.vsplit(a.t(), [1])[0][:, :2].t(), [f(2, 4)]),
     ("remainder_tensor", lambda T, a, b: T.remainder(a * 4, b.abs() + 0.5), [f(3, 4), f(3, 4)]),
     ("fmod_tensor", lambda T, a, b: T.fmod(a * 4, b.abs() + 0.5), [f(3, 4), f(3, 4)]),
     ("remainder_broadcast", lambda T, a, b: a * 4 % (b.abs() + 0.5), [f(3, 4), f(1, 4)]),
@@ -993,6 +1012,21 @@ METHODS_GRAD = cases(
     ("inner", lambda T, a, c: a.inner(c), [f(2, 3), f(4, 3)]),
     ("aminmax", lambda T, a: (lambda r: r.min + r.max)(a.aminmax(dim=0)), [TIES]),
 )
+
+
+# Built from other ops in the engine, one fused node in torch: values and gradients compared, node names not
+COMPOSITES_GRAD = cases(
+    ("dist", lambda T, a, b: T.dist(a, b, 3), [f(3, 4), f(3, 4)]),
+    ("cdist", lambda T, a, b: T.cdist(a, b), [f(3, 4), f(5, 4)]),
+    ("cdist_p1_batched", lambda T, a, b: T.cdist(a, b, p=1.0), [f(2, 3, 4), f(2, 2, 4)]),
+    ("tensordot_lists", lambda T, a, b: T.tensordot(a, b, dims=([1], [1])), [f(3, 4), f(5, 4)]),
+    ("tensordot_int", lambda T, a, b: T.tensordot(a, b, dims=2), [f(3, 2, 2), f(2, 2, 3)]),
+)
+
+
+@pytest.mark.parametrize("fn,arrays", COMPOSITES_GRAD)
+def test_composite_op_values_and_gradients_match_torch(fn, arrays):
+    check(fn, *arrays, grad=True, noncontig=True, node_names=False)
 
 
 @pytest.mark.parametrize("fn,arrays", METHODS_GRAD)
@@ -1158,6 +1192,26 @@ EDGES = cases(
      [T4]),
     ("remainder_bool", lambda T: T.remainder(T.tensor([True]), T.tensor([True])),
      []),
+    ("copysign_signed_zero_and_ints", lambda T: T.copysign(T.tensor([1, -2, 3]), T.tensor([-0.0, 1.0, -1.0])),
+     []),
+    ("signbit_sgn", lambda T, a: [T.signbit(a), T.sgn(a)],
+     [np.array([-0.0, 0.0, -2.0, 3.0], np.float32)]),
+    ("xlogy_zeros_nan_and_ints", lambda T: [T.xlogy(T.tensor([0.0, 2.0, 0.0]),
+                                                    T.tensor([float("nan"), 0.0, 0.0])),
+                                            T.xlogy(T.tensor([0, 2]), T.tensor([3, 4])),
+                                            T.xlogy(2, T.tensor([3.0]))],
+     []),
+    ("tril_triu_indices", lambda T: [T.tril_indices(3, 4, 1), T.triu_indices(4, 3, -1)],
+     []),
+    ("atleast_nd", lambda T, a: [T.atleast_1d(a[0, 0]).shape, T.atleast_2d(a[0]).shape, T.atleast_3d(a).shape,
+                                 [t.shape for t in T.atleast_3d(a[0], a)]],
+     [T4]),
+    ("cdist_column_mismatch", lambda T, a: T.cdist(a, a.t()),
+     [T4]),
+    ("tensordot_size_mismatch", lambda T, a: T.tensordot(a, a, dims=([1], [1]))
+     + T.tensordot(a, a, dims=([0], [1])), [T4]),
+    ("hsplit_indivisible", lambda T, a: T.hsplit(a, 3),
+     [T4]),
     ("fmod_bool", lambda T: T.fmod(T.tensor([True, False]), True),
      []),
     ("contiguous_noncontig_strides", lambda T, a: a.t().contiguous().stride(),
