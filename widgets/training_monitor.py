@@ -242,6 +242,7 @@ class TrainingMonitor(QObject):
         meta = {"name": name, "started": time.time(), "status": "running",
                 "source": str(self.window.path or "")}
         (run_dir / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+        self.runs.refresh()  # the new run is listed while it trains, not only once it has ended
         self._clear_views()
         self.session = session
         self.sessions.append(session)

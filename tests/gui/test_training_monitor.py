@@ -254,6 +254,16 @@ def test_runs_are_kept_and_their_curves_overlay_and_graph_reopens(qtbot, make_wi
     assert doc is not None and win.doc.node("fc1").params["out_features"] == 64
 
 
+def test_a_run_is_listed_as_running_while_it_trains(qtbot, make_window):
+    win = make_window(spirals())
+    mon = win.training
+    mon.start()
+    try:
+        assert mon.runs.list.count() == 1 and "running" in mon.runs.list.item(0).text()
+    finally:
+        stop_and_wait(qtbot, win)
+
+
 def test_closing_the_window_while_training_stops_the_worker_cleanly(qtbot, make_window):
     win = make_window(spirals(epochs=200))
     mon = win.training
