@@ -337,8 +337,20 @@ def div(input, other, *, rounding_mode=None, out=None):
 divide = true_divide = div
 
 
+class FloorDivide(Div):
+    """torch.floor_divide / `//`: the quotient's derivative is not defined there (torch's node is named
+    NotImplemented and its backward raises); div(rounding_mode="floor") is the differentiable spelling."""
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("derivative for aten::floor_divide is not implemented")
+
+
+FloorDivideNotImplemented = torch_node(FloorDivide, "NotImplemented")
+
+
 def floor_divide(input, other):
-    return DivBackward2.apply(input, other, "floor")
+    return FloorDivideNotImplemented.apply(input, other, "floor")
 
 
 class Remainder(Function):

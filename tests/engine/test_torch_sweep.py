@@ -1192,6 +1192,10 @@ EDGES = cases(
      [T4]),
     ("remainder_bool", lambda T: T.remainder(T.tensor([True]), T.tensor([True])),
      []),
+    ("floor_divide_backward_raises", lambda T: T.floor_divide(T.tensor([3.0, 5.0], requires_grad=True), 2.0)
+     .sum().backward(), []),
+    ("floor_divide_node", lambda T: type((T.tensor([3.0, 5.0], requires_grad=True) // 2).grad_fn).__name__,
+     []),
     ("copysign_signed_zero_and_ints", lambda T: T.copysign(T.tensor([1, -2, 3]), T.tensor([-0.0, 1.0, -1.0])),
      []),
     ("signbit_sgn", lambda T, a: [T.signbit(a), T.sgn(a)],
