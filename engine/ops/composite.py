@@ -243,6 +243,17 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     return (left @ right).reshape(*[a._shape[d] for d in free_a], *[b._shape[d] for d in free_b])
 
 
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    """The Kronecker product: every element of input times the whole of other, blocks laid out in order."""
+    n = max(input.ndim, other.ndim)
+    a = input.reshape((1,) * (n - input.ndim) + tuple(input._shape))
+    b = other.reshape((1,) * (n - other.ndim) + tuple(other._shape))
+    # interleave: a's dims at even positions, b's at odd, then merge each pair
+    a_ = a.reshape(tuple(x for s in a._shape for x in (s, 1)))
+    b_ = b.reshape(tuple(x for s in b._shape for x in (1, s)))
+    return (a_ * b_).reshape(tuple(p * q for p, q in zip(a._shape, b._shape)))
+
+
 def vdot(input: Tensor, other: Tensor) -> Tensor:
     """Dot product of two 1-D tensors (real: no conjugation to do)."""
     if input.ndim != 1 or other.ndim != 1:

@@ -633,6 +633,55 @@ class Cumprod(Function):
 CumprodBackward0 = torch_node(Cumprod, "CumprodBackward0")
 
 
+class CumExtreme(Function):
+    """Running max (min) along d with the index it came from: the latest one on ties, a NaN once seen
+    (torch's cummax/cummin). Backward adds each output's gradient to the element it came from."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, d, is_max):
+        a = x._arr
+        if not x._shape:
+            vals, idx = a.copy(), np.zeros((), dtype=np.int64)
+        else:
+            vals = (np.maximum if is_max else np.minimum).accumulate(a, axis=d)  # NaN sticks, as in torch
+            pos = np.arange(a.shape[d]).reshape([-1 if i == d else 1 for i in range(a.ndim)])
+            hit = a == vals
+            if x._dtype.is_floating_point:
+                hit |= np.isnan(a)  # a NaN is the running extreme from where it appears (the latest one)
+            idx = np.maximum.accumulate(np.where(hit, pos, 0), axis=d)
+        idx = idx.astype(np.int64)
+        ctx.d, ctx.idx, ctx.in_shape = d, idx, x._shape
+        ctx.mark_non_differentiable(idx)
+        return vals, idx
+
+    @staticmethod
+    def backward(ctx, g, gi):
+        from .indexing import scatter_into_zeros
+
+        if not ctx.in_shape:
+            return g
+        return scatter_into_zeros(ctx.in_shape, ctx.d, _wrap_array(ctx.idx), g)
+
+
+cummax_result = namedtuple("cummax", ["values", "indices"])
+cummin_result = namedtuple("cummin", ["values", "indices"])
+CummaxBackward0 = torch_node(CumExtreme, "CummaxBackward0")
+CumminBackward0 = torch_node(CumExtreme, "CumminBackward0")
+
+
+def cummax(input, dim):
+    d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
+    return cummax_result(*CummaxBackward0.apply(input, d, True))
+
+
+def cummin(input, dim):
+    d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
+    return cummin_result(*CumminBackward0.apply(input, d, False))
+
+
+
 def cumprod(input, dim, *, dtype=None):
     d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
     # integer and bool inputs multiply in int64 like PyTorch; an explicit dtype casts the input first

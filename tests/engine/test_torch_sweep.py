@@ -979,6 +979,9 @@ def test_less_common_methods_match_torch(fn, arrays):
 
 
 METHODS_GRAD = cases(
+    ("cummax", lambda T, a: T.cummax(a, 1), [f(3, 4)]),
+    ("cummin_dim0_method", lambda T, a: a.cummin(0), [f(3, 4)]),
+    ("cummax_ties", lambda T, a: T.cummax(a.round(), -1), [f(2, 6)]),
     ("asinh", lambda T, a: a.asinh(), [f(3, 4)]),
     ("acosh", lambda T, a: T.acosh(a.abs() + 1.1), [f(3, 4)]),
     ("atanh", lambda T, a: T.arctanh(a / 4), [f(3, 4)]),
@@ -1021,6 +1024,8 @@ COMPOSITES_GRAD = cases(
     ("cdist_p1_batched", lambda T, a, b: T.cdist(a, b, p=1.0), [f(2, 3, 4), f(2, 2, 4)]),
     ("tensordot_lists", lambda T, a, b: T.tensordot(a, b, dims=([1], [1])), [f(3, 4), f(5, 4)]),
     ("tensordot_int", lambda T, a, b: T.tensordot(a, b, dims=2), [f(3, 2, 2), f(2, 2, 3)]),
+    ("kron", lambda T, a, b: T.kron(a, b), [f(2, 3), f(3, 2)]),
+    ("kron_ranks", lambda T, a, b: T.kron(a, b), [f(3), f(2, 2)]),
 )
 
 
@@ -1191,6 +1196,9 @@ EDGES = cases(
     ("to_copy_transposed", lambda T, a: a.t().to("cpu", copy=True).stride(),
      [T4]),
     ("remainder_bool", lambda T: T.remainder(T.tensor([True]), T.tensor([True])),
+     []),
+    ("cummax_nan_and_ints", lambda T: [T.cummax(T.tensor([1.0, float("nan"), 3.0, float("nan")]), 0),
+                                       T.cummin(T.tensor([[2, 1, 1], [0, 5, -1]]), 1)],
      []),
     ("floor_divide_backward_raises", lambda T: T.floor_divide(T.tensor([3.0, 5.0], requires_grad=True), 2.0)
      .sum().backward(), []),
