@@ -633,9 +633,9 @@ class Cumprod(Function):
 CumprodBackward0 = torch_node(Cumprod, "CumprodBackward0")
 
 
-class CumExtreme(Function):
+class CumExtreme(MaxMinDim):
     """Running max (min) along d with the index it came from: the latest one on ties, a NaN once seen
-    (torch's cummax/cummin). Backward adds each output's gradient to the element it came from."""
+    (torch's cummax/cummin). Backward is max(dim)'s: each output's gradient goes back to its element."""
 
     _raw = True
 
@@ -652,17 +652,9 @@ class CumExtreme(Function):
                 hit |= np.isnan(a)  # a NaN is the running extreme from where it appears (the latest one)
             idx = np.maximum.accumulate(np.where(hit, pos, 0), axis=d)
         idx = idx.astype(np.int64)
-        ctx.d, ctx.idx, ctx.in_shape = d, idx, x._shape
+        ctx.in_shape, ctx.d, ctx.keepdim, ctx.idx = x._shape, d, True, idx
         ctx.mark_non_differentiable(idx)
         return vals, idx
-
-    @staticmethod
-    def backward(ctx, g, gi):
-        from .indexing import scatter_into_zeros
-
-        if not ctx.in_shape:
-            return g
-        return scatter_into_zeros(ctx.in_shape, ctx.d, _wrap_array(ctx.idx), g)
 
 
 cummax_result = namedtuple("cummax", ["values", "indices"])
