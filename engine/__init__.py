@@ -221,6 +221,7 @@ from .ops.reduce import (  # noqa: E402
     cumprod,
     cumsum,
     log_softmax,
+    logcumsumexp,
     logsumexp,
     max,
     mean,

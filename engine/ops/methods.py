@@ -63,6 +63,7 @@ METHODS = {
     "xlogy": CO.xlogy, "logit": CO.logit, "float_power": CO.float_power, "deg2rad": CO.deg2rad,
     "rad2deg": CO.rad2deg, "dist": CO.dist, "vdot": CO.vdot, "hsplit": CO.hsplit, "vsplit": CO.vsplit,
     "dsplit": CO.dsplit, "kron": CO.kron, "cummax": R.cummax, "cummin": R.cummin,
+    "logcumsumexp": R.logcumsumexp,
     "reciprocal": E.reciprocal, "square": E.square, "sign": E.sign, "floor": E.floor, "ceil": E.ceil,
     "trunc": E.trunc, "frac": E.frac, "round": E.round, "clamp": E.clamp, "clip": E.clamp,
     "clamp_min": E.clamp_min, "clamp_max": E.clamp_max, "nan_to_num": E.nan_to_num,

@@ -657,6 +657,51 @@ class CumExtreme(MaxMinDim):
         return vals, idx
 
 
+class LogCumSumExp(Function):
+    """out_j = log(sum_{i<=j} e^(x_i)), by NumPy's logaddexp scan (no overflow, no underflow to -inf).
+    Backward: grad_i = sum_{j>=i} g_j e^(x_i - out_j), summed in log space as a reversed scan, the positive
+    and the negative g_j apart (torch's way), so it stays finite for any x."""
+
+    _raw = True
+    _save_output = True
+
+    @staticmethod
+    def forward(ctx, x, d):
+        ctx.save_for_backward(x)
+        ctx.d = d
+        a = x._arr
+        return np.logaddexp.accumulate(a, axis=d) if a.ndim else a.copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        out, d = ctx.saved_output, ctx.d
+        if not x._shape:
+            return g
+        from .elementwise import where
+
+        def reversed_scan(t):
+            return logcumsumexp(t.flip([d]), d).flip([d])
+
+        lowest = float(np.finfo(g._dtype.np).min)  # torch's stand-in for log 0 (-inf would make NaNs in
+        log_g = g.abs().log()                        # double backward)
+        pos = reversed_scan(where(g > 0, log_g, lowest) - out)
+        neg = reversed_scan(where(g < 0, log_g, lowest) - out)
+        return (x + pos).exp() - (x + neg).exp(), None
+
+
+LogcumsumexpBackward0 = torch_node(LogCumSumExp, "LogcumsumexpBackward0")
+
+
+def logcumsumexp(input, dim):
+    if not input._dtype.is_floating_point:
+        raise NotImplementedError(
+            f'"logcumsumexp_out_cpu" not implemented for \'{D.scalar_type_name(input._dtype)}\''
+        )
+    d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
+    return LogcumsumexpBackward0.apply(input, d)
+
+
 cummax_result = namedtuple("cummax", ["values", "indices"])
 cummin_result = namedtuple("cummin", ["values", "indices"])
 CummaxBackward0 = torch_node(CumExtreme, "CummaxBackward0")

@@ -28,3 +28,14 @@ def test_aminmax_and_unique_consecutive_match_torch():
     e_vals, e_counts = engine.unique_consecutive(engine.tensor(x), return_counts=True)
     t_vals, t_counts = torch.unique_consecutive(torch.tensor(x), return_counts=True)
     assert e_vals.tolist() == t_vals.tolist() and e_counts.tolist() == t_counts.tolist()
+
+
+def test_logcumsumexp_is_twice_differentiable_and_finite_far_from_its_max():
+    from engine.autograd import gradcheck, gradgradcheck
+
+    x = engine.tensor([[-3.0, 1.0, 2.5, -0.5], [0.2, -1.0, 4.0, 3.0]], dtype=engine.float64,
+                      requires_grad=True)
+    assert gradcheck(lambda t: engine.logcumsumexp(t, 1), (x,))
+    assert gradgradcheck(lambda t: engine.logcumsumexp(t, 1), (x,))
+    far = engine.tensor([-300.0, 0.0, -300.0])
+    assert far.logcumsumexp(0).tolist()[0] == -300.0  # a single shift by the max would give -inf here

@@ -980,6 +980,8 @@ def test_less_common_methods_match_torch(fn, arrays):
 
 METHODS_GRAD = cases(
     ("cummax", lambda T, a: T.cummax(a, 1), [f(3, 4)]),
+    ("logcumsumexp", lambda T, a: T.logcumsumexp(a, 1), [f(3, 4)]),
+    ("logcumsumexp_far_apart", lambda T, a: a.mul(100).logcumsumexp(0), [f(3, 4)]),
     ("cummin_dim0_method", lambda T, a: a.cummin(0), [f(3, 4)]),
     ("cummax_ties", lambda T, a: T.cummax(a.round(), -1), [f(2, 6)]),
     ("asinh", lambda T, a: a.asinh(), [f(3, 4)]),
@@ -1196,6 +1198,10 @@ EDGES = cases(
     ("to_copy_transposed", lambda T, a: a.t().to("cpu", copy=True).stride(),
      [T4]),
     ("remainder_bool", lambda T: T.remainder(T.tensor([True]), T.tensor([True])),
+     []),
+    ("logcumsumexp_infs", lambda T: T.logcumsumexp(T.tensor([float("-inf"), 0.0, float("inf")]), 0),
+     []),
+    ("logcumsumexp_ints", lambda T: T.logcumsumexp(T.tensor([1, 2]), 0),
      []),
     ("cummax_nan_and_ints", lambda T: [T.cummax(T.tensor([1.0, float("nan"), 3.0, float("nan")]), 0),
                                        T.cummin(T.tensor([[2, 1, 1], [0, 5, -1]]), 1)],
