@@ -13,19 +13,15 @@ from ..tensor import Tensor, _wrap_array
 from . import elementwise as E
 from . import shape as SH
 
-
-def _t(x) -> bool:
-    return isinstance(x, Tensor)
+_t = E._is_t
 
 
 def _float_operands(a, b):
     """Arrays for a binary op whose result is floating (integers promote to the default dtype)."""
     A, B, dt = E._operands(a, b)
-    if not dt.is_floating_point:
-        dt = D.get_default_dtype()
-        A = A.astype(dt.np) if isinstance(A, np.ndarray) else float(A)
-        B = B.astype(dt.np) if isinstance(B, np.ndarray) else float(B)
-    return A, B, dt
+    A, fdt = E._as_float(A, dt)
+    B, _ = E._as_float(B, dt)
+    return A, B, fdt
 
 
 class Hypot(Function):
@@ -101,7 +97,7 @@ class Logit(Function):
 
     @staticmethod
     def forward(ctx, x, eps):
-        X = x._arr if x._dtype.is_floating_point else x._arr.astype(D.get_default_dtype().np)
+        X, _ = E._as_float(x._arr, x._dtype)
         if eps is not None:
             X = np.clip(X, eps, 1.0 - eps)
         ctx.save_for_backward(x)
@@ -126,7 +122,7 @@ class Scale(Function):
     @staticmethod
     def forward(ctx, x, c):
         ctx.c = c
-        X = x._arr if x._dtype.is_floating_point else x._arr.astype(D.get_default_dtype().np)
+        X, _ = E._as_float(x._arr, x._dtype)
         return (X * c).astype(X.dtype, copy=False)
 
     @staticmethod

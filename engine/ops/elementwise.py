@@ -635,7 +635,7 @@ def _sinc_grad(g, x, out):
 
 
 Sinc, sinc = _unary("Sinc", np.sinc, _sinc_grad)
-Signbit, signbit = _unary("Signbit", np.signbit, _zero_grad, float_only=False, nondiff=True)
+Signbit, signbit = _unary("Signbit", np.signbit, _zero_grad, float_only=False)  # bool: no gradient
 
 
 # ----------------------------------------------------------------------------- clamp, where, copies
@@ -757,8 +757,10 @@ class Clone(Function):
     @staticmethod
     def forward(ctx, x, fmt):
         a = x._arr
-        if x._storage.backend.xp is not np or fmt is MF.contiguous_format:
-            return np.array(a, copy=True, order="C") if x._storage.backend.xp is np else a.copy()
+        if x._storage.backend.xp is not np:
+            return a.copy()
+        if fmt is MF.contiguous_format:
+            return np.array(a, copy=True, order="C")
         if fmt is MF.channels_last:
             return _copy_channels_last(a)
         return _copy_preserving_layout(a, x)
