@@ -137,6 +137,8 @@ from .ops.elementwise import (  # noqa: E402  # noqa: E402
     expm1,
     floor,
     floor_divide,
+    fmax,
+    fmin,
     fmod,
     frac,
     ge,

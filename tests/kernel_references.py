@@ -23,7 +23,7 @@ def gelu_tanh_inner(x):
 
 # name -> (forward(x), backward(dy, x, y)); the kernel's backward reads y for relu/sigmoid/tanh, x otherwise.
 ACTIVATIONS = {
-    "relu": (lambda x: np.maximum(x, 0.0), lambda dy, x, y: dy * (y > 0)),
+    "relu": (lambda x: np.maximum(x, 0.0), lambda dy, x, y: np.where(y <= 0, 0.0, dy)),
     "leaky_relu": (
         lambda x, s=0.1: np.where(x > 0, x, x * s),
         lambda dy, x, y, s=0.1: np.where(x > 0, dy, dy * s),

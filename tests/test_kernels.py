@@ -153,6 +153,22 @@ def test_activation_forward_and_backward_match_numpy(op, dt):
     )
 
 
+@pytest.mark.parametrize("dt", DTYPES)
+def test_relu_passes_nan_and_negative_zero_through_like_torch(dt):
+    dtype = DTYPES[dt]
+    x = np.array([np.nan, -np.inf, -2.0, -0.0, 0.0, 1e-4, 3.0, np.inf], dtype)
+    dy = np.full(x.shape, 1.5, dtype)
+    y, dx = np.empty_like(x), np.empty_like(x)
+    launch("activations.cu", f"relu_forward_{dt}", x, y, x.size)
+    launch("activations.cu", f"relu_backward_{dt}", dy, y, dx, x.size)
+    tx = torch.tensor(x.astype(np.float32), requires_grad=True)
+    ty = torch.relu(tx)
+    ty.backward(torch.from_numpy(dy.astype(np.float32)))
+    np.testing.assert_array_equal(y.astype(np.float32), ty.detach().numpy())
+    np.testing.assert_array_equal(np.signbit(y), np.signbit(ty.detach().numpy()))  # relu(-0.0) is -0.0
+    np.testing.assert_array_equal(dx.astype(np.float32), tx.grad.numpy())  # 1.5 at the NaN
+
+
 def test_gelu_matches_torch_both_approximations():
     x = rand(np.random.default_rng(1), 257, scale=3.0)
     for kernel, approximate in (("gelu_forward_f32", "none"), ("gelu_tanh_forward_f32", "tanh")):

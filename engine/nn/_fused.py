@@ -12,7 +12,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.grad_mode import state
-from ..ops.elementwise import _erf_np, _sigmoid_np
+from ..ops.elementwise import _erf_np, _relu_grad_np, _relu_np, _sigmoid_np
 from ..tensor import _wrap_array
 
 
@@ -68,13 +68,13 @@ class Relu(Function):
 
     @staticmethod
     def forward(ctx, x):
-        return np.maximum(x._arr, 0, dtype=x._arr.dtype)
+        return _relu_np(x._arr)
 
     @staticmethod
     def backward(ctx, g):
         if state.grad_enabled:
-            return g * (ctx.saved_output > 0)
-        return _wrap_array(np.multiply(g._arr, ctx._saved_output_unlinked()._arr > 0))
+            return g * (ctx.saved_output != 0)
+        return _wrap_array(_relu_grad_np(g._arr, ctx._saved_output_unlinked()._arr))
 
 
 class LeakyRelu(Function):

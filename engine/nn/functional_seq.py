@@ -10,7 +10,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..autograd.grad_mode import state
 from ..ops.creation import ones
-from ..ops.elementwise import relu, sigmoid, tanh
+from ..ops.elementwise import _relu_np, relu, sigmoid, tanh
 from ..ops.shape import stack
 from ..tensor import Tensor
 
@@ -259,7 +259,7 @@ class _RNNLayer(Function):
             np.matmul(hs[k], W, out=h)
             h += X[t]
             if relu_:
-                np.maximum(h, 0, out=h)
+                _relu_np(h, out=h)
             else:
                 np.tanh(h, out=h)
         ctx.save_for_backward(xg, w_hh, h0)
@@ -285,7 +285,7 @@ class _RNNLayer(Function):
             h = hs[k + 1]
             da = dA[k]
             if ctx.relu:
-                np.multiply(dh, h > 0, out=da)
+                np.multiply(dh, h != 0, out=da)  # torch passes the gradient at NaN
             else:
                 np.multiply(dh, 1 - h * h, out=da)
             dh = da @ W

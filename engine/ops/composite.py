@@ -111,6 +111,8 @@ class Logit(Function):
         grad = g / (x * (1 - x))
         if ctx.eps is not None:
             grad = E.where((x < ctx.eps) | (x > 1 - ctx.eps), 0.0, grad)
+        else:  # outside [0, 1] the logit is NaN and so is torch's gradient
+            grad = E.where((x < 0) | (x > 1), math.nan, grad)
         return grad, None
 
 

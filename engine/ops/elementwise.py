@@ -218,7 +218,10 @@ class Pow(Function):
             if not _is_t(b):
                 raise RuntimeError("Integers to negative integer powers are not allowed.")
             return _int_pow_negative(A, B)
-        out = np.power(A, B)
+        if B.__class__ is float and B == -0.5 and A.dtype.kind == "f":
+            out = np.reciprocal(np.sqrt(A))  # torch's rsqrt: -inf at -0.0, NaN at -inf (power: inf, 0)
+        else:
+            out = np.power(A, B)
         ctx.out = out
         return out
 
@@ -306,6 +309,74 @@ MaximumBackward0 = torch_node(Maximum, "MaximumBackward0")
 MinimumBackward0 = torch_node(Minimum, "MinimumBackward0")
 
 
+class Fmax(Function):
+    """fmax/fmin: maximum/minimum that ignores NaN. The gradient goes whole to the operand chosen, to the
+    first on ties (no halving, unlike maximum), to the other where one is NaN."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, a, b, is_max):
+        A, B, _ = _operands(a, b)
+        ctx.save_for_backward(a, b)
+        ctx.is_max = is_max
+        return (np.fmax if is_max else np.fmin)(A, B)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        first = ((a >= b) if ctx.is_max else (a <= b)) | isnan(b)
+        return where(first, g, 0.0), where(first, 0.0, g), None
+
+
+FmaxBackward0, FminBackward0 = torch_node(Fmax, "FmaxBackward0"), torch_node(Fmax, "FminBackward0")
+
+
+def _two_tensors(name, input, other):
+    for i, t in enumerate((input, other)):
+        if not _is_t(t):
+            arg, kind = ("input", "other")[i], type(t).__name__
+            raise TypeError(f"{name}(): argument '{arg}' (position {i + 1}) must be Tensor, not {kind}")
+
+
+def fmax(input, other):
+    """Elementwise maximum ignoring NaN (NaN only where both are NaN)."""
+    _two_tensors("fmax", input, other)
+    return FmaxBackward0.apply(input, other, True)
+
+
+def fmin(input, other):
+    """Elementwise minimum ignoring NaN (NaN only where both are NaN)."""
+    _two_tensors("fmin", input, other)
+    return FminBackward0.apply(input, other, False)
+
+
+class Atan2(Function):
+    """atan2(y, x), the angle of the point (x, y), in the quadrant the signs give (np.arctan2's IEEE rules for
+    zeros and infinities). Gradients x / r^2 and -y / r^2, taken as 0 at the origin like torch."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, a, b):
+        A, B, dt = _operands(a, b)
+        ctx.save_for_backward(a, b if _is_t(b) else None)
+        ctx.sb = None if _is_t(b) else b
+        return np.arctan2(_as_float(A, dt)[0], _as_float(B, dt)[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        if b is None:
+            b = ctx.sb
+        recip = (a * a + b * b).reciprocal()
+        recip = where(isinf(recip), 0.0, recip)
+        return g * b * recip, g * -a * recip
+
+
+Atan2Backward0 = torch_node(Atan2, "Atan2Backward0")
+
+
 def add(input, other, *, alpha=1, out=None):
     return _maybe_out(AddBackward0.apply(input, other, alpha), out)
 
@@ -368,9 +439,9 @@ class Remainder(Function):
         if not dt.is_floating_point:
             _check_int_divisor(B)
         if ctx.needs_input_grad[1:2] == (True,):  # (no graph: an empty tuple)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                q = np.true_divide(A, B)
-            ctx.q = (np.trunc(q) if truncate else np.floor(q)).astype(dt.np, copy=False)
+            with np.errstate(divide="ignore", invalid="ignore"):  # the quotient div(rounding_mode=) gives
+                q = np.trunc(np.true_divide(A, B)) if truncate else np.floor_divide(A, B)
+            ctx.q = q.astype(dt.np, copy=False)
         with np.errstate(invalid="ignore", divide="ignore"):  # x % 0.0 is nan, silently as in torch
             return np.fmod(A, B) if truncate else np.remainder(A, B)
 
@@ -485,7 +556,14 @@ Reciprocal, reciprocal = _unary("Reciprocal", np.reciprocal, lambda g, x, out: -
 Square, _square = _unary(
     "Square", np.square, lambda g, x, out: g * 2 * x, float_only=False, node="PowBackward0"  # x ** 2 in torch
 )
-Sign, _sign = _unary("Sign", np.sign, _zero_grad, float_only=False)
+def _sign_np(a):
+    """torch's sign, (0 < x) - (x < 0): 0 for NaN and for -0.0 (np.sign gives NaN and -0.0)."""
+    if a.dtype.kind != "f":
+        return np.sign(a)
+    return np.subtract(a > 0, a < 0, dtype=a.dtype)
+
+
+Sign, _sign = _unary("Sign", _sign_np, _zero_grad, float_only=False)
 Floor, floor = _unary("Floor", np.floor, _zero_grad, float_only=False)
 Ceil, ceil = _unary("Ceil", np.ceil, _zero_grad, float_only=False)
 Trunc, trunc = _unary("Trunc", np.trunc, _zero_grad, float_only=False)
@@ -516,10 +594,44 @@ def _sigmoid_np(a):
 
 
 Sigmoid, sigmoid = _unary("Sigmoid", _sigmoid_np, lambda g, x, out: g * out * (1 - out), save_out=True)
+_RELU_CHUNK = 1 << 14
+_RELU_ZEROS: dict = {}  # float dtype -> read-only zeros, _RELU_CHUNK long
+
+
+def _relu_np(a, out=None):
+    """torch's relu, `x < 0 ? 0 : x`: NaN and -0.0 pass through, as they do in torch.
+
+    maximum(0, x) with the zero first gives exactly that. NumPy's maximum of an array and a scalar takes a
+    slow unvectorised loop (3-4x the array-array time), so large contiguous floats are maxed chunk by chunk
+    against a cached array of zeros."""
+    if a.dtype.kind != "f":
+        return np.maximum(a, 0).astype(a.dtype, copy=False)
+    if out is None:
+        out = np.empty(a.shape, a.dtype)
+    n = a.size
+    if n < 2048 or not (a.flags.c_contiguous and out.flags.c_contiguous):
+        return np.maximum(a.dtype.type(0), a, out=out)
+    z = _RELU_ZEROS.get(a.dtype)
+    if z is None:
+        z = _RELU_ZEROS[a.dtype] = np.zeros(_RELU_CHUNK, a.dtype)
+        z.flags.writeable = False
+    src, dst = a.reshape(-1), out.reshape(-1)
+    for i in range(0, n, _RELU_CHUNK):
+        j = min(i + _RELU_CHUNK, n)
+        np.maximum(z[: j - i], src[i:j], out=dst[i:j])
+    return out
+
+
+def _relu_grad_np(g, out):
+    """torch's threshold backward, `out <= 0 ? 0 : g`: the gradient passes where the output is NaN.
+    A relu output is >= 0 or NaN, so `out != 0` is that mask."""
+    return np.multiply(g, out != 0)
+
+
 Relu, relu = _unary(
     "Relu",
-    lambda a: np.maximum(a, 0).astype(a.dtype, copy=False),
-    lambda g, x, out: g * (out > 0),
+    _relu_np,
+    lambda g, x, out: g * (out != 0),
     save_out=True,
     float_only=False,
 )
@@ -887,11 +999,28 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
     return bool(isclose(input, other, rtol, atol, equal_nan).all())
 
 
+class NanToNum(Function):
+    """NaN, +inf and -inf replaced (defaults: 0 and the dtype's largest and lowest finite values); the
+    gradient passes where the input is finite and is 0 where it was replaced."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, nan, posinf, neginf):
+        ctx.save_for_backward(x)
+        return np.nan_to_num(x._arr, nan=nan, posinf=posinf, neginf=neginf)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * isfinite(x), None, None, None
+
+
+NanToNumBackward0 = torch_node(NanToNum, "NanToNumBackward0")
+
+
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
-    r = _wrap_array(np.nan_to_num(input._arr, nan=nan, posinf=posinf, neginf=neginf))
-    if input._rg and state.grad_enabled:
-        return input * isfinite(input) + (r - r.detach())  # grad passes where finite
-    return r
+    return NanToNumBackward0.apply(input, nan, posinf, neginf)
 
 
 def lerp(input, end, weight):
@@ -907,12 +1036,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 
 def atan2(input, other):
-    A, B, dt = _operands(input, other)
-    r = _wrap_array(np.arctan2(*(_as_float(A, dt)[0], _as_float(B, dt)[0])))
-    if (input._rg or (_is_t(other) and other._rg)) and state.grad_enabled:
-        # composite for autograd: atan2 = atan(y/x) + correction constant
-        return (input / other).atan() + (r - (input / other).atan()).detach()
-    return r
+    return Atan2Backward0.apply(input, other)
 
 
 # ----------------------------------------------------------------------------- in-place machinery

@@ -42,7 +42,7 @@ METHODS = {
     "add": E.add, "sub": E.sub, "subtract": E.sub, "mul": E.mul, "multiply": E.mul, "div": E.div,
     "divide": E.div, "true_divide": E.div, "floor_divide": E.floor_divide, "remainder": E.remainder,
     "fmod": E.fmod, "pow": E.pow, "maximum": E.maximum, "minimum": E.minimum, "lerp": E.lerp,
-    "addcmul": E.addcmul, "addcdiv": E.addcdiv, "atan2": E.atan2,
+    "addcmul": E.addcmul, "addcdiv": E.addcdiv, "atan2": E.atan2, "fmax": E.fmax, "fmin": E.fmin,
     "add_": E.add_, "sub_": E.sub_, "mul_": E.mul_, "div_": E.div_, "pow_": E.pow_, "copy_": E.copy_,
     "fill_": E.fill_, "zero_": E.zero_, "clamp_": E.clamp_, "clamp_min_": E.clamp_min_,
     "clamp_max_": E.clamp_max_,

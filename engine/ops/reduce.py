@@ -9,6 +9,7 @@ import numpy as np
 from .. import _strides as S
 from .. import dtypes as D
 from ..autograd.function import Function
+from ..autograd.grad_mode import state
 from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
 
@@ -220,18 +221,27 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 class Prod(Function):
     _raw = True
 
+    _save_output = True
+
     @staticmethod
-    def forward(ctx, x, axes, keepdim):
+    def forward(ctx, x, axes, keepdim, whole):
         ctx.save_for_backward(x)
-        ctx.axes, ctx.keepdim = axes, keepdim
+        ctx.axes, ctx.keepdim, ctx.whole = axes, keepdim, whole
         dt = np.int64 if x._dtype._cat < 2 else None
         return np.prod(x._arr, axis=axes, keepdims=keepdim, dtype=dt)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
+        if not x._shape:
+            return g
         g = _expand_back(g, x._shape, ctx.axes, ctx.keepdim)
-        # product of all the other elements, exact even where x has zeros
+        zeros = x._arr == 0
+        if not zeros.any():  # torch's formula, product / element (so inf / inf is NaN there too)
+            return g * (_expand_back(ctx.saved_output, x._shape, ctx.axes, ctx.keepdim) / x)
+        if ctx.whole and not state.grad_enabled and int(zeros.sum()) > 1:
+            return g.new_zeros(x._shape)  # every product of the others holds a zero
+        # product of all the other elements, exact where x has zeros
         if len(ctx.axes) == 1:
             d = ctx.axes[0]
             from .shape import cumprod_exclusive
@@ -258,13 +268,15 @@ ProdBackward0, ProdBackward1 = torch_node(Prod, "ProdBackward0"), torch_node(Pro
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:  # PyTorch casts the input first: prod([1.5, 2.5], dtype=int64) is 2
         input = input.to(D.as_dtype(dtype))
-    return (ProdBackward0 if dim is None else ProdBackward1).apply(input, _axes(input, dim), keepdim)
+    node = ProdBackward0 if dim is None else ProdBackward1
+    return node.apply(input, _axes(input, dim), keepdim, dim is None)
 
 
 class MaxMin(Function):
     """max/min/amax/amin along axes; gradient split evenly among ties (PyTorch's amax rule)."""
 
     _raw = True
+    _all = False
 
     @staticmethod
     def forward(ctx, x, axes, keepdim, is_max):
@@ -278,12 +290,23 @@ class MaxMin(Function):
         (x,) = ctx.saved_tensors
         r = _wrap_array(ctx.r)
         mask = x == r
-        count = mask.sum(dim=ctx.axes, keepdim=True)
         g = _expand_back(g, x._shape, ctx.axes, ctx.keepdim)
-        return g * mask / count
+        if ctx._all:  # max()/min() of everything: a NaN result sends the gradient to the NaN elements
+            mask = mask | (x.isnan() & r.isnan())
+            from .elementwise import where
+
+            return where(mask, g / mask.sum(), 0.0)
+        return g * mask / mask.sum(dim=ctx.axes, keepdim=True)
 
 
-MaxBackward1, MinBackward1 = torch_node(MaxMin, "MaxBackward1"), torch_node(MaxMin, "MinBackward1")  # max()
+class MaxMinAll(MaxMin):
+    """max()/min() without dim: torch splits the gradient among the elements equal to the result or, when the
+    result is NaN, among the NaNs (amax's rule would give NaN everywhere), and gives exactly 0 elsewhere."""
+
+    _all = True
+
+
+MaxBackward1, MinBackward1 = torch_node(MaxMinAll, "MaxBackward1"), torch_node(MaxMinAll, "MinBackward1")
 AmaxBackward0, AminBackward0 = torch_node(MaxMin, "AmaxBackward0"), torch_node(MaxMin, "AminBackward0")
 
 
@@ -478,12 +501,17 @@ class VectorNorm(Function):
             return g * 0
         if p == 1:
             return g * x.sign()
-        if p in (math.inf, -math.inf):  # shared evenly among the elements that reach the norm
-            mask = x.abs() == out
-            return g * x.sign() * mask / mask.sum(dim=ctx.axes, keepdim=True)
+        if p in (math.inf, -math.inf):  # shared evenly among the elements that reach the norm, or are NaN
+            a = x.abs()
+            mask = (a == out) | a.isnan()
+            return x.sign() * (g / mask.sum(dim=ctx.axes, keepdim=True) * mask)
         safe = out.masked_fill(out == 0, math.inf)  # subgradient 0 at the origin, like PyTorch
         if p == 2:
             return g * x / safe
+        if p < 1:  # |x|^(p-1) is infinite at 0: like torch, zero elements (and zero norms) get gradient 0
+            nonzero = x != 0
+            x_nz = x.masked_fill(~nonzero, 1.0)
+            return g * (x_nz.sign() * x_nz.abs().pow(p - 1) * nonzero) * out.pow(1 - p)
         return g * x.sign() * x.abs().pow(p - 1) / safe.pow(p - 1)
 
 
@@ -614,10 +642,12 @@ class Cumprod(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         d = ctx.d
-        if not x._shape or x._shape[d] == 0:
+        if not x._shape or x._shape[d] <= 1:
             return g
         if not (x._arr == 0).any():  # d out_i / d x_j = out_i / x_j for i >= j
             return (g * ctx.saved_output).flip([d]).cumsum(d).flip([d]) / x
+        if not state.grad_enabled:
+            return _wrap_array(_cumprod_grad_with_zeros(x, g, ctx.saved_output, d))
         from .shape import cat, cumprod_exclusive
 
         # exact with zeros: grad_j = prod(x_<j) * s_j, where s_j = g_j + x_(j+1) * s_(j+1)
@@ -631,6 +661,31 @@ class Cumprod(Function):
 
 
 CumprodBackward0 = torch_node(Cumprod, "CumprodBackward0")
+
+
+def _cumprod_grad_with_zeros(x: Tensor, g: Tensor, out: Tensor, d: int):
+    """torch's cumprod gradient where x has zeros, per slice along d with its first zero at k:
+    before k, the reversed cumsum of out * g (terms before k only) over x; at k, the product before k times
+    sum_{k<=j<=k2} g_j prod_{k<i<=j} x_i, k2 the next zero; after k, exactly 0 (every product there holds the
+    zero). NaN and inf elements then spread as in torch."""
+    xp = x._storage.backend.xp
+    X, G, O = (xp.moveaxis(t._arr, d, -1) for t in (x, g, out))
+    n = X.shape[-1]
+    idx = xp.arange(n)
+    is_zero = X == 0
+    k = xp.where(is_zero.any(-1), is_zero.argmax(-1), n)[..., None]
+    with np.errstate(all="ignore"):
+        w = xp.where(idx < k, O * G, 0)
+        res = xp.where(idx < k, xp.flip(xp.cumsum(xp.flip(w, -1), -1), -1) / X, 0)
+        # terms after the next zero k2 are exactly 0 too (their products hold it); torch stops at k2
+        later = is_zero & (idx > k)
+        k2 = xp.where(later.any(-1), later.argmax(-1), n)[..., None]
+        span = (idx >= k) & (idx <= k2)
+        tail = xp.where(span, G * xp.cumprod(xp.where(span & (idx > k), X, 1), -1), 0).sum(-1, keepdims=True)
+        before = xp.concatenate([xp.ones_like(O[..., :1]), O[..., :-1]], -1)
+        at_k = xp.take_along_axis(before, xp.minimum(k, n - 1), -1) * tail
+        res = xp.where(idx == k, at_k, res).astype(X.dtype, copy=False)
+    return xp.ascontiguousarray(xp.moveaxis(res, -1, d))
 
 
 class CumExtreme(MaxMinDim):

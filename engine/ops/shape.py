@@ -259,7 +259,9 @@ def cumprod_exclusive(x: Tensor, dim: int, reverse: bool = False) -> Tensor:
         return x
     if reverse:
         x = x.flip([dim])
-    ones = x.narrow(dim, 0, 1) * 0 + 1
+    from .creation import ones_like
+
+    ones = ones_like(x.narrow(dim, 0, 1))  # not x * 0 + 1, which is NaN where x is inf or NaN
     parts = [ones]
     acc = ones
     for i in range(n - 1):

@@ -10,10 +10,12 @@
 #define WG_GELU_TANH_COEF 0.044715f
 
 template <typename T> __device__ void relu_forward(const T* x, T* y, long n) {
-    GRID_STRIDE_LOOP(i, n) { float v = load(x, i); store(y, i, v > 0.0f ? v : 0.0f); }
+    // written as torch does, so NaN and -0.0 pass through (v > 0 ? v : 0 would turn NaN into 0)
+    GRID_STRIDE_LOOP(i, n) { float v = load(x, i); store(y, i, v < 0.0f ? 0.0f : v); }
 }
 template <typename T> __device__ void relu_backward(const T* dy, const T* y, T* dx, long n) {
-    GRID_STRIDE_LOOP(i, n) { store(dx, i, load(y, i) > 0.0f ? load(dy, i) : 0.0f); }
+    // the gradient passes where y is NaN, as in torch's threshold backward
+    GRID_STRIDE_LOOP(i, n) { store(dx, i, load(y, i) <= 0.0f ? 0.0f : load(dy, i)); }
 }
 
 template <typename T> __device__ void leaky_relu_forward(const T* x, T* y, long n, float slope) {
