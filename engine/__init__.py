@@ -77,9 +77,11 @@ from .ops.creation import *  # noqa: E402
 from .ops.creation import (  # noqa: E402
     arange,
     as_tensor,
+    asarray,
     bernoulli,
     empty,
     empty_like,
+    empty_strided,
     eye,
     from_numpy,
     full,
@@ -97,6 +99,7 @@ from .ops.creation import (  # noqa: E402
     randn,
     randn_like,
     randperm,
+    scalar_tensor,
     tensor,
     zeros,
     zeros_like,
@@ -341,6 +344,52 @@ def result_type(a, b):
 
 def can_cast(from_, to) -> _builtins.bool:
     return from_._cat <= to._cat
+
+
+from ._runtime import (  # noqa: E402
+    are_deterministic_algorithms_enabled,
+    compile,
+    detach,
+    fill,
+    finfo,
+    get_default_device,
+    get_num_interop_threads,
+    get_num_threads,
+    iinfo,
+    is_complex,
+    is_conj,
+    is_deterministic_algorithms_warn_only_enabled,
+    is_inference,
+    is_nonzero,
+    is_same_size,
+    is_signed,
+    set_default_device,
+    set_num_interop_threads,
+    set_num_threads,
+    set_printoptions,
+    typename,
+    use_deterministic_algorithms,
+)
+
+
+def _function_from_method(name: str):
+    def fn(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"torch.{name}(input, ...): the same as input.{name}(...)."
+    return fn
+
+
+# torch's top-level spellings of in-place methods: engine.relu_(x) is x.relu_()
+for _name in (
+    "abs_ acos_ acosh_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ asin_ asinh_ atan_ atanh_ ceil_ "
+    "clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ deg2rad_ detach_ erf_ erfc_ exp2_ exp_ expm1_ fix_ floor_ "
+    "frac_ log10_ log1p_ log2_ log_ logit_ nan_to_num_ neg_ negative_ rad2deg_ reciprocal_ relu_ round_ "
+    "rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_ zero_ index_put_ as_strided_"
+).split():
+    if hasattr(Tensor, _name) and _name not in globals():
+        globals()[_name] = _function_from_method(_name)
 
 
 __version__ = "0.1.0"

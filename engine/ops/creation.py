@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _memory_format as MF
+from .. import _runtime
 from .. import dtypes as D
 from ..backend import CPU, as_device, backend_for
 from ..random import default_generator
@@ -20,7 +21,7 @@ def _size(size) -> tuple:
 
 
 def _finish(arr, device, requires_grad, pin_memory: bool = False) -> Tensor:
-    dev = as_device(device)
+    dev = as_device(device if device is not None else _runtime._default_device)
     if dev.type != "cpu":
         arr = backend_for(dev).from_numpy(arr, dev)  # the array's GPU sets the tensor's device
     elif pin_memory:
@@ -280,6 +281,8 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=
 
 def _gen(generator, device=None):
     """The generator to draw from: the given one, else the default of the device the result goes to."""
+    if device is None:
+        device = _runtime._default_device
     if generator is not None:
         return generator
     if device is not None and as_device(device).type == "cuda":
@@ -413,3 +416,43 @@ def exponential_(t: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
 
 
 _ = CPU
+
+
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A 0-d tensor of s, in the default float dtype unless dtype is given (even for an int or bool s)."""
+    return full((), s, dtype=_dt(dtype), device=device, requires_grad=requires_grad)
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> Tensor:
+    """torch.asarray: shares memory with a tensor or a NumPy array when dtype and device allow it and copy is
+    not True; copy=False raises where a copy would be needed; anything else is copied like tensor()."""
+    if isinstance(obj, Tensor) or (isinstance(obj, np.ndarray) and copy is not True):
+        src = obj if isinstance(obj, Tensor) else from_numpy(obj)
+        out = src
+        if dtype is not None and out.dtype is not D.as_dtype(dtype):
+            out = out.to(D.as_dtype(dtype))
+        if device is not None and out.device != as_device(device):
+            out = out.to(as_device(device))
+        if copy is False and out is not src:
+            raise ValueError(f"can't alias {type(obj).__name__}: the requested dtype or device needs a copy")
+        if copy and out is src:
+            out = src.clone()
+    else:
+        if copy is False:
+            raise ValueError(f"can't alias {type(obj).__name__}: it has no tensor memory to share")
+        out = tensor(obj, dtype=dtype, device=device)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """An uninitialised tensor with exactly these strides, over a buffer just large enough for them."""
+    size, stride = tuple(size), tuple(stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"mismatch in length of strides and shape: {len(stride)} vs {len(size)}")
+    n = 0 if 0 in size else 1 + sum((s - 1) * st for s, st in zip(size, stride))
+    out = empty(n, dtype=dtype, device=device).as_strided(size, stride)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out

@@ -11,6 +11,7 @@ _PRECISION = 4
 _THRESHOLD = 1000
 _EDGEITEMS = 3
 _LINEWIDTH = 80
+_SCI_MODE = None  # set_printoptions(sci_mode=): True/False forces it, None decides per tensor
 
 
 class _Formatter:
@@ -32,7 +33,8 @@ class _Formatter:
         mags = np.abs(vals)
         lo, hi = mags.min(), mags.max()
         self.int_mode = bool(np.all(vals == np.ceil(vals)))
-        self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
+        auto = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
+        self.sci_mode = auto if _SCI_MODE is None else _SCI_MODE
         if self.sci_mode:
             self.width = max(len(f"{v:.{_PRECISION}e}") for v in vals.tolist())
         elif self.int_mode:
