@@ -666,7 +666,9 @@ def _pad_index(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
         return np.where(i >= n, period - i, i)
     if mode == "replicate":
         return np.clip(i, 0, n - 1)
-    return i % n  # circular
+    # circular, as torch: negative padding crops first, then the kept part wraps around
+    start, m = max(-lo, 0), n - max(-lo, 0) - max(-hi, 0)
+    return start + np.arange(-max(lo, 0), m + max(hi, 0)) % m
 
 
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
@@ -675,9 +677,21 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
         return constant_pad(input, pad, 0.0 if value is None else value)
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
-    if len(pad) % 2 or len(pad) // 2 > input.ndim - 1:
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) > 2 * input.ndim:
         raise RuntimeError(
-            f"Padding length {len(pad)} is too large for a {input.ndim}-D input in {mode} mode"
+            "Padding length should be less than or equal to two times the input dimension but got padding "
+            f"length {len(pad)} and input of dimension {input.ndim}"
+        )
+    k = len(pad) // 2
+    if not 1 <= k <= 3 or input.ndim not in (k + 1, k + 2):  # (C, *spatial) or (N, C, *spatial) only
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)"
         )
     out = input
     for k in range(len(pad) // 2):
@@ -1043,4 +1057,51 @@ def kl_div(
 _ = math
 
 
+# the rest of torch's activations and their in-place forms (a star import: a named `threshold` would be
+# shadowed by softplus's argument of that name)
+from ._activations import *  # noqa: E402, F403
+
+# distances and the margin, embedding and likelihood losses (imported last: they use _reduce from above)
+from ._distance_losses import (  # noqa: E402, F401
+    cosine_embedding_loss,
+    cosine_similarity,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
+    margin_ranking_loss,
+    multi_margin_loss,
+    multilabel_margin_loss,
+    multilabel_soft_margin_loss,
+    normalize,
+    pairwise_distance,
+    pdist,
+    poisson_nll_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
+    triplet_margin_with_distance_loss,
+)
+
+# resampling, extra pooling and extra normalisation live in their own files (imported last: they call back in)
+from ._norm_extra import instance_norm, local_response_norm, rms_norm  # noqa: E402, F401
+from ._pool_extra import (  # noqa: E402, F401
+    adaptive_avg_pool1d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    lp_pool1d,
+    lp_pool2d,
+    max_pool1d_with_indices,
+    max_pool2d_with_indices,
+    max_unpool1d,
+    max_unpool2d,
+)
+from ._resample import (  # noqa: E402, F401
+    channel_shuffle,
+    fold,
+    interpolate,
+    pixel_shuffle,
+    pixel_unshuffle,
+    unfold,
+    upsample,
+    upsample_bilinear,
+    upsample_nearest,
+)
 from .functional_seq import scaled_dot_product_attention  # noqa: E402, F401  (attention lives beside the RNNs)

@@ -1,4 +1,5 @@
-"""LayerNorm and GroupNorm (one fused normalisation node each, closed-form backward)."""
+"""LayerNorm and GroupNorm (one fused normalisation node each, closed-form backward); RMSNorm and
+LocalResponseNorm (composite)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ def _affine_parameters(module: Module, shape, affine: bool, bias: bool, factory:
         module.register_parameter("bias", None)
 
 
+def _as_shape(normalized_shape) -> tuple:
+    """An int or a sequence of ints as a shape tuple (LayerNorm's and RMSNorm's normalized_shape)."""
+    return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+
+
 def _reset_affine(module: Module) -> None:
     """weight = 1, bias = 0 (each when present)."""
     if module.weight is not None:
@@ -42,9 +48,7 @@ class LayerNorm(Module):
         dtype=None,
     ) -> None:
         super().__init__()
-        if isinstance(normalized_shape, int):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape = tuple(normalized_shape)
+        self.normalized_shape = _as_shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         factory = {"device": device, "dtype": dtype}
@@ -100,3 +104,48 @@ class GroupNorm(Module):
             f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
             f"bias={self.bias is not None}"
         )
+
+
+class RMSNorm(Module):
+    def __init__(
+        self,
+        normalized_shape,
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        self.normalized_shape = _as_shape(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:  # no bias, not even a None one: torch's RMSNorm has no such attribute
+            self.weight = Parameter(empty(*self.normalized_shape, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LocalResponseNorm(Module):
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -1,0 +1,407 @@
+"""Resampling layers as functions: pixel/channel shuffle (views), interpolate (index_select + weights per
+spatial dim, so autograd comes from the index ops) and unfold/fold (im2col/col2im, each other's adjoint)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from .. import dtypes as D
+from ..autograd.function import Function
+from ..autograd.naming import torch_node
+from ..tensor import Tensor, _wrap_array
+from . import _conv as C
+from . import functional as F  # partially initialised here: used at call time only
+
+
+# ----------------------------------------------------------------------------- pixel / channel shuffle
+def _check_shuffle(input: Tensor, factor: int, name: str, what: str) -> None:
+    if input.ndim < 3:
+        raise RuntimeError(
+            f"{name} expects input to have at least 3 dimensions, but got input with {input.ndim} "
+            "dimension(s)"
+        )
+    if factor <= 0:
+        raise RuntimeError(f"{name} expects a positive {what}, but got {factor}")
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(*, C r^2, H, W) -> (*, C, H r, W r). Copies once (the final reshape of a permuted view)."""
+    r = int(upscale_factor)
+    _check_shuffle(input, r, "pixel_shuffle", "upscale_factor")
+    *lead, c, h, w = input._shape
+    if c % (r * r):
+        raise RuntimeError(
+            "pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+            f"upscale_factor, but input.size(-3)={c} is not divisible by {r * r}"
+        )
+    b = len(lead)
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    x = x.permute(*range(b), b, b + 3, b + 1, b + 4, b + 2)  # (*, C, H, r, W, r)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """(*, C, H r, W r) -> (*, C r^2, H, W), the inverse of pixel_shuffle. Copies once."""
+    r = int(downscale_factor)
+    _check_shuffle(input, r, "pixel_unshuffle", "downscale_factor")
+    *lead, c, h, w = input._shape
+    for side, n, dim in (("height", h, -2), ("width", w, -1)):
+        if n % r:
+            raise RuntimeError(
+                f"pixel_unshuffle expects {side} to be divisible by downscale_factor, but "
+                f"input.size({dim})={n} is not divisible by {r}"
+            )
+    b = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    x = x.permute(*range(b), b, b + 2, b + 4, b + 1, b + 3)  # (*, C, r, r, H, W)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """(N, g * k, *) -> channels reordered as k groups of g (ShuffleNet). Copies once."""
+    if input.ndim <= 2:
+        raise RuntimeError(
+            f"channel_shuffle expects input with > 2 dims, but got input with sizes {list(input._shape)}"
+        )
+    g = int(groups)
+    if g <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{g}")
+    n, c, *rest = input._shape
+    if c % g:
+        raise RuntimeError(
+            f"Number of channels must be divisible by groups. Got {c} channels and {g} groups."
+        )
+    return input.reshape(n, g, c // g, *rest).transpose(1, 2).reshape(input._shape)
+
+
+# ----------------------------------------------------------------------------- interpolate
+_MODE_DIMS = {"linear": 1, "bilinear": 2, "trilinear": 3}  # bicubic (2) on other ranks: torch's general error
+_ALL_MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
+
+
+def _per_dim(value, dims: int, what: str, spatial) -> list:
+    """`value` once per spatial dim; `what` is "size" or "scale_factor" (for torch's error)."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != dims:
+            if what == "size":
+                first, second, third, fmt = "output", "output size of", "output size", "(o1, o2, ...,oK)"
+            else:
+                first, second, third, fmt = what, f"{what} of shape", what, "(s1, s2, ...,sK)"
+            raise ValueError(
+                f"Input and {first} must have the same number of spatial dimensions, but got input with "
+                f"spatial dimensions of {list(spatial)} and {second} {value}. Please provide input "
+                f"tensor in (N, C, d1, d2, ...,dK) format and {third} in {fmt} format."
+            )
+        return list(value)
+    return [value] * dims
+
+
+def _nearest_index(n_in: int, n_out: int, scale, exact: bool, shortcuts: bool) -> np.ndarray:
+    """Source index of each output position: floor(i * s) or floor((i + 0.5) * s), s in float32 like torch's.
+    torch's 2-D nearest kernel maps same-size and double-size outputs exactly, whatever the scale given."""
+    i = np.arange(n_out)
+    if shortcuts and n_out == n_in:
+        return i
+    if shortcuts and n_out == 2 * n_in:
+        return i >> 1
+    s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(n_in) / np.float32(n_out)
+    src = ((i + 0.5) * np.float64(s)).astype(np.float32) if exact else i.astype(np.float32) * s
+    return np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+
+
+def _source_coordinate(n_in: int, n_out: int, scale, align_corners: bool, t, cubic: bool) -> np.ndarray:
+    """The real-valued input coordinate of each output position, computed in `t` (float32 or float64)."""
+    i = np.arange(n_out, dtype=t)
+    if align_corners:
+        ratio = t(n_in - 1) / t(n_out - 1) if n_out > 1 else t(0)
+        return ratio * i
+    ratio = t(1.0 / scale) if scale is not None and scale > 0 else t(n_in) / t(n_out)
+    src = ratio * (i + t(0.5)) - t(0.5)
+    return src if cubic else np.maximum(src, t(0))
+
+
+def _floor_and_fraction(src: np.ndarray, n_in: int, t):
+    idx = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    return idx, np.clip(src - idx, 0, 1).astype(t)
+
+
+def _cubic_weights(frac: np.ndarray, t) -> list:
+    """Keys' cubic convolution (a = -0.75) at distances 1 + f, f, 1 - f, 2 - f."""
+    a = t(-0.75)
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return [far(frac + 1), near(frac), near(1 - frac), far(2 - frac)]
+
+
+def _taps(n_in, n_out, scale, mode, align_corners, t, dims):
+    """[(source indices, weights or None)] whose weighted sum along one dim resamples it."""
+    if mode in ("nearest", "nearest-exact"):
+        exact = mode == "nearest-exact"
+        return [(_nearest_index(n_in, n_out, scale, exact, shortcuts=not exact and dims == 2), None)]
+    if mode == "bicubic":
+        src = _source_coordinate(n_in, n_out, scale, align_corners, t, True)
+        idx, frac = _floor_and_fraction(src, n_in, t)
+        return [(np.clip(idx + k - 1, 0, n_in - 1), w) for k, w in enumerate(_cubic_weights(frac, t))]
+    if n_out == n_in:
+        return [(np.arange(n_out), None)]
+    idx, frac = _floor_and_fraction(_source_coordinate(n_in, n_out, scale, align_corners, t, False), n_in, t)
+    return [(idx, 1 - frac), (idx + (idx < n_in - 1), frac)]
+
+
+def _resample_dim(x: Tensor, dim: int, taps) -> Tensor:
+    """sum over taps of x.index_select(dim, idx) * w, or a broadcast copy when each input repeats k times."""
+    (idx, w), n_in, n_out = taps[0], x._shape[dim], len(taps[0][0])
+    k = n_out // n_in if n_in else 0
+    if len(taps) == 1 and w is None and k and n_out == k * n_in and (idx == np.arange(n_out) // k).all():
+        lead, rest = x._shape[:dim + 1], x._shape[dim + 1:]
+        return x.unsqueeze(dim + 1).expand(*lead, k, *rest).reshape(*x._shape[:dim], n_out, *rest)
+    out = None
+    for idx, w in taps:
+        term = x.index_select(dim, _wrap_array(idx.astype(np.int64)))
+        if w is not None:
+            term = term * _wrap_array(w.astype(x._dtype.np).reshape((-1,) + (1,) * (x.ndim - 1 - dim)))
+        out = term if out is None else out + term
+    return out
+
+
+def _area(input: Tensor, out_size) -> Tensor:
+    """Adaptive average pooling, separable: one (out, in) averaging matrix per spatial dim."""
+    x = input
+    for d, o in enumerate(out_size, 2):
+        m = F._adaptive_matrix(x._shape[d], o, x._dtype.np)
+        x = (x.movedim(d, -1) @ _wrap_array(np.ascontiguousarray(m.T))).movedim(-1, d)
+    return x
+
+
+def _check_sizes(input: Tensor, out_size) -> None:
+    spatial = input._shape[2:]
+    if min(spatial) <= 0 or min(out_size) <= 0:
+        names = "DHW"[-len(spatial):]
+        ins = ", ".join(f"{k}: {v}" for k, v in zip(names, spatial))
+        outs = ", ".join(f"{k}: {v}" for k, v in zip(names, out_size))
+        sep = " and" if len(spatial) == 1 else ""
+        raise RuntimeError(
+            f"Input and output sizes should be greater than 0, but got input ({ins}){sep} output ({outs})"
+        )
+    if input._shape[1] == 0:
+        raise RuntimeError(
+            f"Non-empty {input.ndim}D data tensor expected but got a tensor with sizes {list(input._shape)}"
+        )
+
+
+def interpolate(
+    input: Tensor,
+    size=None,
+    scale_factor=None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+) -> Tensor:
+    """torch's F.interpolate for 3-D, 4-D and 5-D input: nearest(-exact), (bi/tri)linear, bicubic, area.
+
+    Separable: each spatial dim is resampled by index_select of 1, 2 or 4 taps and a weighted sum, with
+    torch's source-coordinate arithmetic (float32 for nearest, the input's precision otherwise)."""
+    dims = input.ndim - 2
+    spatial = input._shape[2:]
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        out_size, scales = [int(s) for s in _per_dim(size, dims, "size", spatial)], [None] * dims
+    elif scale_factor is not None:
+        scales = [float(s) for s in _per_dim(scale_factor, dims, "scale_factor", spatial)]
+        out_size = None
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if recompute_scale_factor is not None and recompute_scale_factor and size is not None:
+        raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+    if mode in ("nearest", "area", "nearest-exact") and align_corners is not None:
+        raise ValueError(
+            "align_corners option can only be set with the interpolating modes: linear | bilinear | "
+            "bicubic | trilinear"
+        )
+    if out_size is None:
+        # the output size is floor(in * scale); the kernel keeps the user's scale unless asked to recompute it
+        rounding = math.floor if recompute_scale_factor else int
+        out_size = [rounding(n * s) for n, s in zip(spatial, scales)]
+        if recompute_scale_factor:
+            scales = [None] * dims
+    if antialias and not (mode in ("bilinear", "bicubic") and input.ndim == 4):
+        raise ValueError(
+            "Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a 4-D "
+            "tensor as input"
+        )
+    if mode in _MODE_DIMS and dims != _MODE_DIMS[mode] and 1 <= dims <= 3:
+        raise NotImplementedError(
+            f"Got {input.ndim}D input, but {mode} mode needs {_MODE_DIMS[mode] + 2}D input"
+        )
+    if not 1 <= dims <= 3 or mode not in ("nearest", "nearest-exact", "area", *_MODE_DIMS) and not (
+        mode == "bicubic" and dims == 2
+    ):
+        raise NotImplementedError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for the modes: "
+            f"{_ALL_MODES} (got {mode})"
+        )
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported by the engine")
+    if not input._dtype.is_floating_point:
+        kind = "cubic" if mode == "bicubic" else "nearest" if mode.startswith("nearest") else "linear"
+        kernel = "adaptive_avg_pool2d" if mode == "area" else f"compute_indices_weights_{kind}"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.scalar_type_name(input._dtype)}'")
+    if mode == "area":
+        return _area(input, out_size)
+    _check_sizes(input, out_size)
+    t = np.float64 if input._dtype is D.float64 else np.float32
+    x = input
+    for k in range(dims):
+        taps = _taps(spatial[k], out_size[k], scales[k], mode, bool(align_corners), t, dims)
+        x = _resample_dim(x, 2 + k, taps)
+    return x
+
+
+def _deprecated(name: str) -> None:
+    warnings.warn(
+        f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=3
+    )
+
+
+def upsample(
+    input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None
+) -> Tensor:
+    _deprecated("upsample")
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    _deprecated("upsample_nearest")
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    _deprecated("upsample_bilinear")
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# ----------------------------------------------------------------------------- unfold / fold
+class Im2Col(Function):
+    """(N, C, H, W) -> (N, C kh kw, L) sliding blocks; backward is Col2Im, so it is differentiable twice."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, geom):
+        ctx.geom = geom
+        cols = C.im2col(x._arr, geom)
+        return cols.reshape(cols.shape[0], -1, cols.shape[-1])
+
+    @staticmethod
+    def backward(ctx, g):
+        return Col2Im.apply(g, ctx.geom), None
+
+
+class Col2Im(Function):
+    """(N, C kh kw, L) -> (N, C, H, W), summing overlapping blocks: the adjoint of Im2Col."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, cols, geom):
+        ctx.geom = geom
+        n, c = geom.in_shape[:2]
+        return C.col2im(cols._arr.reshape(n, c, *geom.kernel, *geom.out_hw), geom, cols._arr.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return Im2Col.apply(g, ctx.geom), None
+
+
+_IM2COL = torch_node(Im2Col, "Im2ColBackward0")
+_COL2IM = torch_node(Col2Im, "Col2ImBackward0")
+
+
+def _pair_arg(value, name: str) -> tuple:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise RuntimeError(f"It is expected {name} equals to 2, but got size {len(value)}")
+        return int(value[0]), int(value[1])
+    return int(value), int(value)
+
+
+def _block_args(kernel_size, dilation, padding, stride):
+    k, d = _pair_arg(kernel_size, "kernel_size"), _pair_arg(dilation, "dilation")
+    p, s = _pair_arg(padding, "padding"), _pair_arg(stride, "stride")
+    named = ((k, "kernel size", "kernel"), (s, "stride", "stride"), (d, "dilation", "dilation"))
+    for v, what, label in named:
+        if min(v) <= 0:
+            raise RuntimeError(
+                f"{what} should be greater than zero, but got {label}_height: {v[0]} {label}_width: {v[1]}"
+            )
+    if min(p) < 0:
+        raise RuntimeError(f"padding should be non-negative, but got pad_height: {p[0]} pad_width: {p[1]}")
+    return k, d, p, s
+
+
+def _blocks(size, k, d, p, s) -> tuple:
+    return tuple((size[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2))
+
+
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """im2col: (N, C, H, W) -> (N, C * kh * kw, L), one column per sliding block (copies)."""
+    if input.ndim < 3:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-input.ndim}, {input.ndim - 1}], but "
+            "got 2)"
+        )
+    k, d, p, s = _block_args(kernel_size, dilation, padding, stride)
+    if input.ndim > 4 or 0 in input._shape[-3:]:
+        raise RuntimeError(
+            "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions "
+            f"for input, but got: {list(input._shape)}"
+        )
+    x = input.unsqueeze(0) if input.ndim == 3 else input
+    out_hw = _blocks(x._shape[2:], k, d, p, s)
+    if min(out_hw) < 1:
+        raise RuntimeError(
+            f"Given input with spatial size {tuple(x._shape[2:])}, kernel_size={k}, dilation={d}, "
+            f"padding={p}, calculated shape of the array of sliding blocks as {out_hw}, but its components "
+            "must be at least one."
+        )
+    geom = C.Geometry(x._shape, k, s, d, (p[0], p[0], p[1], p[1]), 1, out_hw=out_hw)
+    y = _IM2COL.apply(x, geom)
+    return y.squeeze(0) if input.ndim == 3 else y
+
+
+def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """col2im: (N, C * kh * kw, L) -> (N, C, H, W), summing where blocks overlap (copies)."""
+    if input.ndim not in (2, 3) or 0 in input._shape[-2:]:
+        raise RuntimeError(
+            "Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero "
+            f"dimensions for input, but got: {list(input._shape)}"
+        )
+    size = _pair_arg(output_size, "output_size")
+    k, d, p, s = _block_args(kernel_size, dilation, padding, stride)
+    x = input.unsqueeze(0) if input.ndim == 2 else input
+    n, ck, length = x._shape
+    if ck % (k[0] * k[1]):
+        raise RuntimeError(
+            "Expected size of input's dimension 1 to be divisible by the product of kernel_size, but got "
+            f"input.size(1)={ck} and kernel_size={k}."
+        )
+    out_hw = _blocks(size, k, d, p, s)
+    if out_hw[0] * out_hw[1] != length or min(out_hw) < 1:
+        raise RuntimeError(
+            f"Given output_size={size}, kernel_size={k}, dilation={d}, padding={p}, stride={s}, expected "
+            "size of input's dimension 2 to match the calculated number of sliding blocks "
+            f"{out_hw[0]} * {out_hw[1]} = {out_hw[0] * out_hw[1]}, but got input.size(2)={length}."
+        )
+    geom = C.Geometry((n, ck // (k[0] * k[1])) + size, k, s, d, (p[0], p[0], p[1], p[1]), 1, out_hw=out_hw)
+    y = _COL2IM.apply(x, geom)
+    return y.squeeze(0) if input.ndim == 2 else y
