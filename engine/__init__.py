@@ -392,6 +392,78 @@ for _name in (
         globals()[_name] = _function_from_method(_name)
 
 
+from . import linalg  # noqa: E402  (engine.linalg, like torch.linalg)
+from .linalg import _torch_cholesky as cholesky  # noqa: E402
+from .linalg import _torch_cross as cross  # noqa: E402
+from .linalg import _torch_qr as qr  # noqa: E402
+from .linalg import _torch_slogdet as slogdet  # noqa: E402
+from .linalg import _torch_svd as svd  # noqa: E402
+from .linalg import (  # noqa: E402  (torch's top-level spellings of linalg functions)
+    chain_matmul,
+    cholesky_inverse,
+    cholesky_solve,
+    det,
+    logdet,
+    matrix_exp,
+    matrix_power,
+    pinverse,
+)
+from .linalg import inv as inverse  # noqa: E402
+from .ops.extra import (  # noqa: E402
+    addbmm,
+    addmv,
+    addr,
+    bartlett_window,
+    blackman_window,
+    bucketize,
+    corrcoef,
+    cov,
+    cumulative_trapezoid,
+    frexp,
+    gcd,
+    ger,
+    hamming_window,
+    hann_window,
+    heaviside,
+    histc,
+    histogram,
+    isin,
+    isneginf,
+    isposinf,
+    isreal,
+    kaiser_window,
+    lcm,
+    ldexp,
+    mode,
+    msort,
+    nanmedian,
+    nanquantile,
+    nextafter,
+    positive,
+    quantile,
+    renorm,
+    row_stack,
+    trapezoid,
+    trapz,
+    vander,
+)
+from .ops.extra_index import (  # noqa: E402
+    block_diag,
+    cartesian_prod,
+    combinations,
+    diag_embed,
+    diagflat,
+    diagonal_scatter,
+    index_copy,
+    index_fill,
+    index_reduce,
+    put,
+    scatter_reduce,
+    select_scatter,
+    slice_scatter,
+    unravel_index,
+)
+
 __version__ = "0.1.0"
 
 from . import _cuda_amp as _cuda_amp  # noqa: E402  (registers engine.cuda.amp, torch.cuda.amp's spelling)

@@ -1,0 +1,708 @@
+"""Less common torch math: number theory and float bits (gcd, ldexp, frexp...), statistics (cov, quantile,
+histograms, mode), integration, windows and the add-a-product family (addmv, addr, addbmm)."""
+from __future__ import annotations
+
+import math
+import warnings
+from collections import namedtuple
+
+import numpy as np
+
+from .. import _strides as S
+from .. import dtypes as D
+from ..autograd.function import Function
+from ..autograd.naming import torch_node
+from ..tensor import Tensor, _wrap_array
+from . import creation as C
+from . import elementwise as E
+from . import linalg as L
+from . import shape as SH
+from . import sort as SO
+
+frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
+histogram_result = namedtuple("histogram", ["hist", "bin_edges"])
+mode_result = namedtuple("mode", ["values", "indices"])
+nanmedian_result = namedtuple("nanmedian", ["values", "indices"])
+
+
+def _not_implemented(kernel: str, dt: D.dtype):
+    raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.scalar_type_name(dt)}'")
+
+
+def _float_dtype(dt: D.dtype) -> D.dtype:
+    return dt if dt.is_floating_point else D.get_default_dtype()
+
+
+# ----------------------------------------------------------------------------- elementwise
+def _same_dtype_tensors(name: str, input, other) -> D.dtype:
+    if not isinstance(other, Tensor):
+        raise TypeError(f"{name}(): argument 'other' (position 2) must be Tensor, not {type(other).__name__}")
+    return D.result_type(input, other)
+
+
+def _integer_binary(np_fn, kernel: str):
+    def op(input: Tensor, other: Tensor) -> Tensor:
+        dt = _same_dtype_tensors(kernel[:3], input, other)
+        if dt._cat != 1:
+            _not_implemented(kernel, dt)
+        return _wrap_array(np_fn(input._arr.astype(dt.np), other._arr.astype(dt.np)).astype(dt.np))
+
+    return op
+
+
+gcd = _integer_binary(np.gcd, "gcd_cpu")
+lcm = _integer_binary(np.lcm, "lcm_cpu")
+gcd_ = E._make_inplace(gcd, "gcd_")
+lcm_ = E._make_inplace(lcm, "lcm_")
+
+
+class Heaviside(Function):
+    """0 below zero, `values` at zero, 1 above (NaN counts as below); torch defines no derivative."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, values):
+        X, V = x._arr, values._arr
+        return np.where(X == 0, V, (X > 0).astype(X.dtype))
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("derivative for aten::heaviside is not implemented")
+
+
+HeavisideNotImplemented = torch_node(Heaviside, "NotImplemented")
+
+
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
+    if not isinstance(values, Tensor):
+        raise TypeError(f"heaviside(): argument 'values' (position 2) must be Tensor, not "
+                        f"{type(values).__name__}")
+    if input._dtype is not values._dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    S.broadcast_shapes(input._shape, values._shape)
+    return HeavisideNotImplemented.apply(input, values)
+
+
+heaviside_ = E._make_inplace(heaviside, "heaviside_")
+
+
+class Ldexp(Function):
+    """x * 2^e; d/dx = 2^e, d/de = x * 2^e * log 2."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, e, dt):
+        ctx.save_for_backward(x, e)
+        return x._arr.astype(dt.np) * np.exp2(e._arr.astype(dt.np))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, e = ctx.saved_tensors
+        scale = E.pow(2.0, e)
+        nig = ctx.needs_input_grad
+        return (g * scale if nig[0] else None), (g * x * scale * math.log(2.0) if nig[1] else None), None
+
+
+LdexpBackward0 = torch_node(Ldexp, "LdexpBackward0")
+
+
+def ldexp(input: Tensor, other: Tensor) -> Tensor:
+    """input * 2^other, floating (integers give the default dtype)."""
+    return LdexpBackward0.apply(input, other, _float_dtype(D.result_type(input, other)))
+
+
+ldexp_ = E._make_inplace(ldexp, "ldexp_")
+
+
+class Frexp(Function):
+    """The mantissa of x = m * 2^e (|m| in [0.5, 1)); d/dx = 2^-e, e being piecewise constant."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, exponent):
+        ctx.exponent = exponent
+        return np.frexp(x._arr)[0]
+
+    @staticmethod
+    def backward(ctx, g):
+        return g / E.exp2(ctx.exponent.to(g.dtype)), None
+
+
+FrexpBackward0 = torch_node(Frexp, "FrexpBackward0")
+
+
+def frexp(input: Tensor):
+    """(mantissa, exponent): input = mantissa * 2^exponent, exponent int32."""
+    if not input._dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    exponent = _wrap_array(np.frexp(input._arr)[1].astype(np.int32))
+    return frexp_result(FrexpBackward0.apply(input, exponent), exponent)
+
+
+class Nextafter(Function):
+    """The next float after x towards y; torch's gradient: 1 for x, 0 for y."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, y, dt):
+        return np.nextafter(x._arr.astype(dt.np), y._arr.astype(dt.np))
+
+    @staticmethod
+    def backward(ctx, g):
+        nig = ctx.needs_input_grad
+        return (g if nig[0] else None), (g * 0 if nig[1] else None), None
+
+
+NextafterBackward0 = torch_node(Nextafter, "NextafterBackward0")
+
+
+def nextafter(input: Tensor, other: Tensor) -> Tensor:
+    dt = _same_dtype_tensors("nextafter", input, other)
+    if not dt.is_floating_point:
+        _not_implemented("nextafter_cpu", dt)
+    return NextafterBackward0.apply(input, other, dt)
+
+
+nextafter_ = E._make_inplace(nextafter, "nextafter_")
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each element occurs in test_elements (compared in their promoted dtype; NaN never does)."""
+    for t in (elements, test_elements):
+        if isinstance(t, Tensor) and t._dtype is D.bool_:
+            raise RuntimeError("Unsupported input type encountered for isin(): Bool")
+    dt = D.result_type(elements, test_elements)
+    a = elements._arr if isinstance(elements, Tensor) else np.asarray(elements)
+    b = test_elements._arr if isinstance(test_elements, Tensor) else np.asarray(test_elements)
+    return _wrap_array(np.isin(a.astype(dt.np), b.astype(dt.np), invert=invert))
+
+
+def isposinf(input: Tensor) -> Tensor:
+    return _wrap_array(np.isposinf(input._arr) if input.is_floating_point() else np.zeros(input._shape, bool))
+
+
+def isneginf(input: Tensor) -> Tensor:
+    return _wrap_array(np.isneginf(input._arr) if input.is_floating_point() else np.zeros(input._shape, bool))
+
+
+def isreal(input: Tensor) -> Tensor:
+    """Always true: the engine has no complex dtypes."""
+    return _wrap_array(np.ones(input._shape, bool))
+
+
+def positive(input: Tensor) -> Tensor:
+    """The input itself (torch's unary +); not defined for bool."""
+    if input._dtype is D.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+# ----------------------------------------------------------------------------- statistics
+def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
+        aweights: Tensor | None = None) -> Tensor:
+    """Covariance of the rows of input (variables) over its columns (observations), optionally weighted."""
+    if input.ndim > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
+                           f"{input.ndim} dimensions")
+    if input._dtype is D.bool_:
+        raise RuntimeError("cov(): bool dtype is not supported for input")
+    x = input.reshape(1, -1) if input.ndim < 2 else input
+    x = x.to(_float_dtype(x._dtype))
+    n_obs = x._shape[1]
+    w = None
+    for name, wt, integral in (("fweights", fweights, True), ("aweights", aweights, False)):
+        if wt is None:
+            continue
+        if wt.ndim > 1:
+            raise RuntimeError(f"cov(): expected {name} to have one or fewer dimensions but got {name} with "
+                               f"{wt.ndim} dimensions")
+        if wt.numel() != n_obs:
+            raise RuntimeError(f"cov(): expected {name} to have the same numel as there are observations in "
+                               f"the input but got {wt.numel()} != {n_obs}")
+        if integral and wt._dtype._cat != 1:
+            raise RuntimeError(f"cov(): expected fweights to have integral dtype but got fweights with "
+                               f"{D.scalar_type_name(wt._dtype)} dtype")
+        if not integral and not wt._dtype.is_floating_point:
+            raise RuntimeError(f"cov(): expected aweights to have floating point dtype but got aweights with "
+                               f"{D.scalar_type_name(wt._dtype)} dtype")
+        if wt.numel() and float(wt._arr.min()) < 0:
+            raise RuntimeError(f"cov(): {name} cannot be negative")
+        w = wt if w is None else w * wt
+    if w is None:
+        avg, norm = x.mean(1), n_obs - correction
+    else:
+        w_sum = w.sum()
+        avg = (x * w).sum(1) / w_sum
+        if correction == 0:
+            norm = w_sum
+        elif aweights is None:
+            norm = w_sum - correction
+        else:
+            norm = w_sum - correction * (w * aweights).sum() / w_sum
+    if (norm._arr if isinstance(norm, Tensor) else norm) <= 0:
+        warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less than the number "
+                      "of observations.", UserWarning, stacklevel=2)
+    norm = E.clamp_min(norm, 0) if isinstance(norm, Tensor) else max(norm, 0)
+    xm = x - avg.unsqueeze(1)
+    c = xm @ (xm * w if w is not None else xm).t()
+    return (c / norm).squeeze()
+
+
+def corrcoef(input: Tensor) -> Tensor:
+    """Pearson correlation coefficients of the rows of input, clamped to [-1, 1]."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    std = c.diagonal().sqrt()
+    return (c / std.unsqueeze(1) / std.unsqueeze(0)).clamp(-1, 1)
+
+
+def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
+    """The index of the bucket of each value: boundaries[i-1] < x <= boundaries[i] (< with right)."""
+    if boundaries.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
+    v = input._arr if isinstance(input, Tensor) else np.asarray(input)
+    out = np.searchsorted(boundaries._arr, v, side="right" if right else "left")
+    return _wrap_array(np.asarray(out, dtype=np.int32 if out_int32 else np.int64))
+
+
+def _check_float_input(input: Tensor, kernel: str) -> None:
+    if not input._dtype.is_floating_point:
+        _not_implemented(kernel, input._dtype)
+
+
+def _data_range(a: np.ndarray, lo: float, hi: float, name: str, pad: float):
+    """(lo, hi) of a histogram: the data's when lo == hi (widened by pad when still equal), checked finite."""
+    if lo == hi and a.size:
+        lo, hi = float(a.min()), float(a.max())
+    if lo == hi:
+        lo, hi = lo - pad, hi + pad
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise RuntimeError(f"{name} [{lo:g}, {hi:g}] is not finite")
+    return lo, hi
+
+
+def _linear_edges(lo: float, hi: float, bins: int, np_dtype) -> np.ndarray:
+    """bins + 1 evenly spaced edges from both ends, as torch.linspace computes them in the given dtype."""
+    lo_, hi_ = np_dtype.type(lo), np_dtype.type(hi)
+    step = (hi_ - lo_) / np_dtype.type(bins)
+    i = np.arange(bins + 1)
+    return np.where(i < (bins + 1) // 2, lo_ + step * i, hi_ - step * (bins - i)).astype(np_dtype)
+
+
+def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002
+    """Counts of the values in `bins` equal bins over [min, max] (the data's range when min == max);
+    values outside are ignored. Not differentiable, like torch."""
+    _check_float_input(input, "histogram_cpu")
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    if min > max:
+        raise RuntimeError("torch.histc: max must be larger than min")
+    a = input._arr.reshape(-1)
+    lo, hi = _data_range(a, float(min), float(max), "torch.histc: range of", 1.0)
+    dt = a.dtype.type
+    inside = a[(a >= dt(lo)) & (a <= dt(hi))]
+    pos = ((inside - dt(lo)) / (dt(hi) - dt(lo)) * dt(bins)).astype(np.int64)
+    counts = np.bincount(np.minimum(pos, bins - 1), minlength=bins)
+    return _wrap_array(counts.astype(a.dtype))
+
+
+class Histogram(Function):
+    """(hist, bin_edges) of the input; torch records a node that cannot differentiate."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, input, edges, weight, density):
+        a = input._arr.reshape(-1)
+        keep = (a >= edges[0]) & (a <= edges[-1])
+        pos = np.minimum(np.searchsorted(edges, a[keep], side="right") - 1, edges.size - 2)
+        w = None if weight is None else weight._arr.reshape(-1)[keep]
+        hist = np.bincount(pos, weights=w, minlength=edges.size - 1).astype(a.dtype)
+        if density:
+            hist = hist / (hist.sum() * np.diff(edges))
+        return hist.astype(a.dtype), edges.copy()
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("derivative for aten::histogram is not implemented")
+
+
+HistogramNotImplemented = torch_node(Histogram, "NotImplemented")
+
+
+def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = None,  # noqa: A002
+              density: bool = False):
+    """(hist, bin_edges): counts (or summed weights; a density with density=True) of the values per bin,
+    bins given as a count of equal bins over `range` (default: the data's) or as the edges themselves."""
+    name = "torch.histogramdd:"
+    _check_float_input(input, "histogramdd")
+    dt = input._dtype
+    if isinstance(bins, Tensor):
+        if bins.ndim != 1:
+            raise RuntimeError(f"{name} bins tensor should have one dimension, but got {bins.ndim} "
+                               "dimensions in the bins tensor for dimension 0")
+        if bins._dtype is not dt:
+            raise RuntimeError(f"{name} input tensor and bins tensors should have the same dtype, but got "
+                               f"input with dtype {D.cpp_type_name(dt)} and bins for dimension 0 with dtype "
+                               f"{D.cpp_type_name(bins._dtype)}")
+        edges = bins._arr.copy()
+    else:
+        if bins <= 0:
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+        lo, hi = (0.0, 0.0) if range is None else (float(range[0]), float(range[1]))
+        if lo > hi:
+            raise RuntimeError(f"{name} min should not exceed max, but got min {lo:g} max {hi:g} for "
+                               "dimension 0")
+        lo, hi = _data_range(input._arr, lo, hi, f"{name} dimension 0's range", 0.5)
+        edges = _linear_edges(lo, hi, int(bins), input._arr.dtype)
+    if weight is not None:
+        if weight._dtype is not dt:
+            raise RuntimeError(f"{name} if weight tensor is provided, input tensor and weight tensor should "
+                               f"have the same dtype, but got input({D.cpp_type_name(dt)}), and "
+                               f"weight({D.cpp_type_name(weight._dtype)})")
+        if weight._shape != input._shape:
+            raise RuntimeError(f"{name} if weight tensor is provided it should have the same shape as the "
+                               f"input tensor excluding its innermost dimension, but got input with shape "
+                               f"{[input.numel(), 1]} and weight with shape {list(weight._shape)}")
+    return histogram_result(*HistogramNotImplemented.apply(input, edges, weight, density))
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(input: Tensor, q, dim, keepdim: bool, interpolation: str, ignore_nan: bool) -> Tensor:
+    if input._dtype not in (D.float32, D.float64):
+        raise RuntimeError("quantile() input tensor must be either float or double dtype")
+    if isinstance(q, Tensor):
+        if q.ndim > 1:
+            raise RuntimeError("quantile() q must be a scalar or 1D tensor")
+        if q._dtype is not input._dtype:
+            raise RuntimeError("quantile() q tensor must be same dtype as the input tensor")
+        qa = q._arr
+        if qa.size and not ((qa >= 0) & (qa <= 1)).all():
+            raise RuntimeError("quantile() q values must be in the range [0, 1]")
+    else:
+        if not 0 <= q <= 1:
+            raise RuntimeError(f"quantile() q must be in the range [0, 1] but got {q}")
+        qa = np.asarray(q, input._arr.dtype)
+    if not input.numel():
+        raise RuntimeError("quantile() input tensor must be non-empty")
+    if interpolation not in _INTERPOLATIONS:
+        raise RuntimeError("quantile() interpolation must be one of linear, lower, higher, midpoint or "
+                           f"nearest, but got {interpolation}")
+    if dim is None:
+        x, d, kept_shape = input.reshape(-1), 0, (1,) * input.ndim
+    else:
+        d = S.wrap_dim(dim, input.ndim)
+        x = input.reshape(1) if not input.ndim else input
+        kept_shape = input._shape[:d] + (1,) + input._shape[d + 1:] if input.ndim else ()
+    rows = x.movedim(d, -1)
+    sorted_rows = SO.sort(rows, -1).values  # NaN last
+    a = rows._arr
+    n = a.shape[-1]
+    nan = np.isnan(a)
+    valid = (n - nan.sum(-1, keepdims=True)) if ignore_nan else np.full(a.shape[:-1] + (1,), n)
+    q_t = q if isinstance(q, Tensor) else _wrap_array(qa)
+    # rank = q (n - 1) in the input's dtype, as a tensor: linear interpolation is differentiable in q
+    rank_t = q_t.reshape((-1,) + (1,) * a.ndim) * _wrap_array((valid - 1).astype(a.dtype))  # (Q, *rows, 1)
+    # an all-NaN row (nanquantile) picks sorted[0], a NaN; quantile of a row with NaN, the last (NaN)
+    fixed = (valid == 0) if ignore_nan else nan.any(-1, keepdims=True)
+    rank = np.where(fixed, 0 if ignore_nan else n - 1, rank_t._arr).astype(a.dtype)
+    lo = np.floor(rank)
+    if interpolation in ("lower", "higher", "nearest"):
+        lo = {"lower": lo, "higher": np.ceil(rank), "nearest": np.round(rank)}[interpolation]
+        hi = lo
+    else:
+        hi = np.ceil(rank)
+    expanded = sorted_rows.unsqueeze(0).expand(rank.shape[:-1] + (n,))
+    below = expanded.gather(-1, _wrap_array(lo.astype(np.int64))).squeeze(-1)
+    out = below
+    if interpolation == "midpoint":
+        above = expanded.gather(-1, _wrap_array(hi.astype(np.int64))).squeeze(-1)
+        out = E.lerp(below, above, 0.5)
+    elif interpolation == "linear":
+        above = expanded.gather(-1, _wrap_array(hi.astype(np.int64))).squeeze(-1)
+        weight = E.where(_wrap_array(np.broadcast_to(fixed, rank.shape)), 0.0, rank_t - _wrap_array(lo))
+        out = E.lerp(below, above, weight.squeeze(-1))
+    if keepdim:
+        out = out.reshape(out._shape[:1] + kept_shape)
+    return out.squeeze(0) if not isinstance(q, Tensor) or q.ndim == 0 else out
+
+
+def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear") -> Tensor:
+    """The q-th quantiles along dim (of all values without dim); NaN anywhere in a row gives NaN."""
+    return _quantile(input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *,
+                interpolation: str = "linear") -> Tensor:
+    """quantile ignoring NaN (an all-NaN row gives NaN)."""
+    return _quantile(input, q, dim, keepdim, interpolation, True)
+
+
+NanmedianBackward0 = torch_node(SO.TakeAlong, "NanmedianBackward0")  # nanmedian()
+NanmedianBackward1 = torch_node(SO.TakeAlong, "NanmedianBackward1")  # nanmedian(dim)
+ModeBackward0 = torch_node(SO.TakeAlong, "ModeBackward0")
+
+
+def _lower_nanmedian_index(a: np.ndarray, d: int) -> np.ndarray:
+    order = np.argsort(a, axis=d, kind="stable")  # NaN last
+    valid = (~np.isnan(a)).sum(axis=d, keepdims=True) if a.dtype.kind == "f" else a.shape[d]
+    k = np.maximum(valid - 1, 0) // 2
+    return np.take_along_axis(order, np.broadcast_to(k, a.shape[:d] + (1,) + a.shape[d + 1:]), axis=d)
+
+
+def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
+    """The lower median of the non-NaN values (NaN when a row has none); with dim, (values, indices)."""
+    if dim is None:
+        if not input.numel():
+            return _wrap_array(np.full((), np.nan, dtype=input._dtype.np))
+        flat = input.reshape(-1)
+        return NanmedianBackward0.apply(flat, 0, _lower_nanmedian_index(flat._arr, 0), True)
+    d = S.wrap_dim(dim, input.ndim) if input.ndim else 0
+    if not input.ndim:
+        return nanmedian_result(NanmedianBackward1.apply(input, 0, None), _wrap_array(np.zeros((), np.int64)))
+    if input._shape[d] == 0:
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
+    idx = _lower_nanmedian_index(input._arr, d).astype(np.int64)
+    values = NanmedianBackward1.apply(input, d, idx, not keepdim)
+    return nanmedian_result(values, _wrap_array(idx if keepdim else np.squeeze(idx, d)))
+
+
+def _mode_index(rows: np.ndarray) -> np.ndarray:
+    """Per row of a 2-D array: the index (its last occurrence) of the most frequent value, the smallest
+    such value on ties."""
+    n = rows.shape[1]
+    order = np.argsort(rows, axis=1, kind="stable")
+    s = np.take_along_axis(rows, order, axis=1)
+    starts = np.ones(rows.shape, bool)
+    starts[:, 1:] = s[:, 1:] != s[:, :-1]
+    if rows.dtype.kind == "f":  # NaNs count as one value
+        starts[:, 1:] &= ~(np.isnan(s[:, 1:]) & np.isnan(s[:, :-1]))
+    run = np.cumsum(starts, axis=1) - 1 + np.arange(rows.shape[0])[:, None] * n  # run ids, unique per row
+    length = np.bincount(run.reshape(-1), minlength=rows.size)[run]
+    first = np.argmax(length == length.max(axis=1, keepdims=True), axis=1)  # the smallest longest run
+    chosen = np.take_along_axis(run, first[:, None], axis=1)
+    return np.where(run == chosen, order, -1).max(axis=1)
+
+
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False):
+    """(values, indices): the most frequent value along dim (smallest on ties) and its last position."""
+    if not input.ndim:
+        S.wrap_dim(dim, 0)
+        return mode_result(ModeBackward0.apply(input, 0, None), _wrap_array(np.zeros((), np.int64)))
+    d = S.wrap_dim(dim, input.ndim)
+    if input._shape[d] == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
+    moved = np.moveaxis(input._arr, d, -1)
+    idx = _mode_index(moved.reshape(-1, moved.shape[-1])).reshape(moved.shape[:-1])
+    idx = np.expand_dims(idx, d).astype(np.int64)
+    values = ModeBackward0.apply(input, d, idx, not keepdim)
+    return mode_result(values, _wrap_array(idx if keepdim else np.squeeze(idx, d)))
+
+
+def msort(input: Tensor) -> Tensor:
+    """input sorted along its first dim."""
+    return SO.sort(input, 0).values
+
+
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    """Each slice along dim whose p-norm exceeds maxnorm, scaled down to norm maxnorm."""
+    if input.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} dimensions")
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm:g}")
+    if not input._dtype.is_floating_point:
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{D.scalar_type_name(input._dtype)}")
+    d = S.wrap_dim(dim, input.ndim)
+    norms = input.norm(p, dim=tuple(i for i in range(input.ndim) if i != d), keepdim=True)
+    return input * E.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+
+
+renorm_ = E._make_inplace(renorm, "renorm_")
+
+
+# ----------------------------------------------------------------------------- integration
+def _trapezoid_y(y: Tensor, dim: int):
+    if y._dtype is D.bool_:
+        raise RuntimeError("trapezoid: received a bool input for `y`, but bool is not supported")
+    if not y.ndim:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    d = S.wrap_dim(dim, y.ndim)
+    return (y if y.is_floating_point() else y.to(D.get_default_dtype())), d
+
+
+def _panels(y: Tensor, x, dx, d: int, name: str) -> Tensor:
+    """The area of each trapezoid between neighbouring samples along d."""
+    n = y._shape[d]
+    mid = y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)
+    if x is None:
+        return mid * ((1 if dx is None else dx) / 2)
+    if x.ndim == 1:
+        if x._shape[0] != n:
+            raise RuntimeError(f"{name}: There must be one `x` value for each sample point")
+        x = x.reshape((n,) + (1,) * (y.ndim - 1 - d))
+    step = x.narrow(d - y.ndim, 1, n - 1) - x.narrow(d - y.ndim, 0, n - 1)
+    return step * mid / 2
+
+
+def trapezoid(y: Tensor, x: Tensor | None = None, *, dx=None, dim: int = -1) -> Tensor:
+    """The trapezoidal rule along dim: samples spaced dx apart (1 by default) or at positions x."""
+    y, d = _trapezoid_y(y, dim)
+    if y._shape[d] == 0:
+        return C.zeros(y._shape[:d] + y._shape[d + 1:], dtype=y.dtype)
+    return _panels(y, x, dx, d, "trapezoid").sum(d)
+
+
+def trapz(y: Tensor, x: Tensor | None = None, *, dx=None, dim: int = -1) -> Tensor:
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx=None, dim: int = -1) -> Tensor:
+    """The running trapezoidal integral along dim (one fewer element than y along dim)."""
+    if not y.ndim:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+    y, d = _trapezoid_y(y, dim)
+    if y._shape[d] == 0:
+        return y
+    return _panels(y, x, dx, d, "cumulative_trapezoid").cumsum(d)
+
+
+# ----------------------------------------------------------------------------- creation
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:  # noqa: N803 - torch's name
+    """Columns x^(N-1) ... x^0 (x^0 ... x^(N-1) with increasing); integers give int64."""
+    if x.ndim != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x._shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    if not x.is_floating_point():
+        x = x.to(D.int64)
+    if n == 0:
+        return C.zeros((x._shape[0], 0), dtype=x.dtype)
+    ones = C.ones((x._shape[0], 1), dtype=x.dtype)
+    powers = SH.cat([ones, x.unsqueeze(1).expand(x._shape[0], n - 1)], 1).cumprod(1)
+    return powers if increasing else powers.flip(1)
+
+
+def _window(name: str, length: int, periodic: bool, dtype, requires_grad: bool, fn) -> Tensor:
+    """fn(n, m) over n = 0..m-1 in float64, m = length (length + 1 and the last dropped when periodic),
+    cast to dtype: torch's window functions."""
+    dt = D.get_default_dtype() if dtype is None else D.as_dtype(dtype)
+    if not dt.is_floating_point:
+        raise RuntimeError(f"{name} expects floating point dtypes, got: {dt}")
+    if length < 0:
+        raise RuntimeError(f"{name} requires non-negative window_length, got window_length={length}")
+    if length <= 1:
+        return C.ones(length, dtype=dt, requires_grad=requires_grad)
+    m = length + 1 if periodic else length
+    w = fn(np.arange(m, dtype=np.float64), m)[:length]
+    return C.tensor(w, dtype=dt, requires_grad=requires_grad)
+
+
+def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54, beta: float = 0.46, *,
+                   dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _window("hamming_window", window_length, periodic, dtype, requires_grad,
+                   lambda n, m: alpha - beta * np.cos(2 * np.pi * n / (m - 1)))
+
+
+def hann_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
+                requires_grad: bool = False) -> Tensor:
+    return _window("hann_window", window_length, periodic, dtype, requires_grad,
+                   lambda n, m: 0.5 - 0.5 * np.cos(2 * np.pi * n / (m - 1)))
+
+
+def blackman_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
+                    requires_grad: bool = False) -> Tensor:
+    def blackman(n, m):
+        return 0.42 - 0.5 * np.cos(2 * np.pi * n / (m - 1)) + 0.08 * np.cos(4 * np.pi * n / (m - 1))
+
+    return _window("blackman_window", window_length, periodic, dtype, requires_grad, blackman)
+
+
+def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
+                    requires_grad: bool = False) -> Tensor:
+    return _window("bartlett_window", window_length, periodic, dtype, requires_grad,
+                   lambda n, m: 1 - np.abs(2 * n / (m - 1) - 1))
+
+
+def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *, dtype=None, layout=None,
+                  device=None, requires_grad: bool = False) -> Tensor:
+    return _window("kaiser_window", window_length, periodic, dtype, requires_grad,
+                   lambda n, m: np.kaiser(m, beta))
+
+
+# ----------------------------------------------------------------------------- products
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * (mat @ vec)."""
+    if mat.ndim != 2 or vec.ndim != 1 or input.ndim > 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {input.ndim}, {mat.ndim}, {vec.ndim}")
+    if mat._shape[1] != vec._shape[0] or input._shape not in ((), (1,), mat._shape[:1]):
+        raise RuntimeError(f"size mismatch, got input ({', '.join(map(str, input._shape))}), mat "
+                           f"({mat._shape[0]}x{mat._shape[1]}), vec ({vec._shape[0]})")
+    if len({input._dtype, mat._dtype, vec._dtype}) > 1:
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
+                           f"{D.scalar_type_name(input._dtype)}, {D.scalar_type_name(mat._dtype)}, and "
+                           f"{D.scalar_type_name(vec._dtype)}")
+    m = input.unsqueeze(1) if input.ndim else input
+    return L.addmm(m, mat, vec.unsqueeze(1), beta=beta, alpha=alpha).squeeze(1)
+
+
+def _check_1d(t: Tensor, op: str, name: str) -> None:
+    if t.ndim != 1:
+        raise RuntimeError(f"{op}: Expected 1-D argument {name}, but got {t.ndim}-D")
+
+
+def ger(input: Tensor, vec2: Tensor) -> Tensor:
+    """The outer product of two vectors."""
+    _check_1d(input, "outer", "self")
+    _check_1d(vec2, "outer", "vec2")
+    return L.outer(input, vec2)
+
+
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * outer(vec1, vec2) (for bool: input and beta, or vec1 x vec2 and alpha)."""
+    _check_1d(vec1, "addr", "vec1")
+    _check_1d(vec2, "addr", "vec2")
+    outer = L.outer(vec1, vec2)
+    base = input.expand(outer._shape)
+    if D.result_type(input, outer) is D.bool_:
+        return (base & bool(beta)) | (outer & bool(alpha))
+    scaled = outer * alpha if alpha != 1 else outer
+    if beta == 0:  # input ignored, NaN included
+        return scaled + C.zeros_like(base)
+    return (base * beta if beta != 1 else base) + scaled
+
+
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * sum_b batch1[b] @ batch2[b]: one matmul of the batches laid side by side."""
+    for t, name in ((batch1, "batch1"), (batch2, "batch2")):
+        if t.ndim != 3:
+            raise RuntimeError(f"{name} must be a 3D tensor")
+    b, n, m = batch1._shape
+    if batch2._shape[0] != b:
+        raise RuntimeError(f"batch1 and batch2 must have same number of batches, got {b} and "
+                           f"{batch2._shape[0]}")
+    if batch2._shape[1] != m:
+        raise RuntimeError(f"Incompatible matrix sizes for bmm ({n}x{m} and {batch2._shape[1]}x"
+                           f"{batch2._shape[2]})")
+    if batch1._dtype is not batch2._dtype:
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                           f"{D.scalar_type_name(batch1._dtype)} and {D.scalar_type_name(batch2._dtype)}")
+    input.expand(n, batch2._shape[2])  # torch's broadcast error
+    side_by_side = batch1.transpose(0, 1).reshape(n, b * m)
+    return L.addmm(input, side_by_side, batch2.reshape(b * m, -1), beta=beta, alpha=alpha)
+
+
+addmv_ = E._make_inplace(addmv, "addmv_")
+addr_ = E._make_inplace(addr, "addr_")
+addbmm_ = E._make_inplace(addbmm, "addbmm_")
+row_stack = SH.vstack
