@@ -103,13 +103,15 @@ class Elu(Function):
         a = x._arr
         ctx.save_for_backward(x)
         ctx.alpha = alpha
-        return np.where(a > 0, a, alpha * np.expm1(np.minimum(a, 0))).astype(a.dtype, copy=False)
+        # minimum(0, a) keeps -0.0, so elu(-0.0) is -0.0 as in torch
+        return np.where(a > 0, a, alpha * np.expm1(np.minimum(0, a))).astype(a.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         from ..ops.elementwise import where
 
+        # NaN at a NaN x, as torch's vectorised kernel gives (its scalar tail would pass g)
         return where(x > 0, g, g * ctx.alpha * x.clamp(max=0).exp()), None
 
 
@@ -185,13 +187,17 @@ class Hardtanh(Function):
     def forward(ctx, x, lo, hi):
         ctx.save_for_backward(x)
         ctx.lo, ctx.hi = lo, hi
-        return np.clip(x._arr, lo, hi)
+        a = x._arr
+        return np.clip(a, lo, hi).astype(a.dtype, copy=False)  # integers stay integers, as in torch
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        # PyTorch passes no gradient at the clip points themselves
-        return g * ((x > ctx.lo) & (x < ctx.hi)), None, None
+        from ..ops.elementwise import where
+
+        # exactly 0 outside (min, max), even for an inf gradient; no gradient at the clip points themselves,
+        # nor at a NaN x (torch's vectorised kernel; its scalar tail would pass g there)
+        return where((x > ctx.lo) & (x < ctx.hi), g, 0.0), None, None
 
 
 # ----------------------------------------------------------------------------- cross-entropy

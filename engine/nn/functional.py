@@ -606,6 +606,8 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
         return _cuda.relu(input, inplace)
     if inplace:
         return E.relu_(input)
+    if input._dtype is D.bool_:
+        raise RuntimeError("Boolean inputs not supported for relu")
     return _RELU.apply(input)
 
 
@@ -616,10 +618,12 @@ def relu_(input: Tensor) -> Tensor:
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     if input.is_cuda and _cuda.takes(input):
         return _cuda.leaky_relu(input, negative_slope, inplace)
+    _check_dtype(input, "leaky_relu_cpu")
     return _maybe_inplace(input, inplace, lambda s: _LEAKY_RELU.apply(s, negative_slope), "leaky_relu_")
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    _check_dtype(input, "elu_cpu")
     return _maybe_inplace(input, inplace, lambda s: _ELU.apply(s, alpha), "elu_")
 
 
@@ -628,28 +632,34 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
         raise RuntimeError(f"approximate argument must be either none or tanh, got '{approximate}'")
     if input.is_cuda and _cuda.takes(input):
         return _cuda.gelu(input, approximate)
+    _check_dtype(input, "GeluKernelImpl")
     return _GELU.apply(input, approximate)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     if input.is_cuda and _cuda.takes(input):
         return _cuda.silu(input, inplace)
+    _check_dtype(input, "silu_cpu")
     return _maybe_inplace(input, inplace, _SILU.apply, "silu_")
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    _check_dtype(input, "softplus_cpu")
     return _SOFTPLUS.apply(input, beta, threshold)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
+    if input._dtype is D.bool_:
+        raise RuntimeError("Bool inputs not supported for hardtanh")
     return _maybe_inplace(input, inplace, lambda s: _HARDTANH.apply(s, min_val, max_val), "hardtanh_")
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     if input.ndim == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
+    _check_dtype(input, "glu_cpu")
     d = dim % input.ndim
     if input._shape[d] % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {input._shape[d]}")
@@ -1060,6 +1070,7 @@ _ = math
 # the rest of torch's activations and their in-place forms (a star import: a named `threshold` would be
 # shadowed by softplus's argument of that name)
 from ._activations import *  # noqa: E402, F403
+from ._activations import _check_dtype  # noqa: E402  (the dtype check of torch's CPU kernels)
 
 # distances and the margin, embedding and likelihood losses (imported last: they use _reduce from above)
 from ._distance_losses import (  # noqa: E402, F401

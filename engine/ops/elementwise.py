@@ -628,13 +628,19 @@ def _relu_grad_np(g, out):
     return np.multiply(g, out != 0)
 
 
-Relu, relu = _unary(
+Relu, _relu = _unary(
     "Relu",
     _relu_np,
     lambda g, x, out: g * (out != 0),
     save_out=True,
     float_only=False,
 )
+
+
+def relu(input):
+    if input._dtype is D.bool_:
+        raise RuntimeError("Boolean inputs not supported for relu")
+    return _relu(input)
 
 
 def _erf_np(a):

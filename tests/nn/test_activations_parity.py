@@ -539,3 +539,38 @@ def test_prelu_layer_starts_at_init_in_the_requested_dtype_and_relu6_is_a_hardta
     np.testing.assert_array_equal(m.weight.detach().numpy(), np.full(4, 0.3))
     assert isinstance(enn.ReLU6(), enn.Hardtanh) and (enn.ReLU6().min_val, enn.ReLU6().max_val) == (0.0, 6.0)
     assert not isinstance(enn.Hardshrink(), enn.Softshrink)
+
+
+# ----------------------------------------------------------------------------- the older activations' dtypes
+@pytest.mark.parametrize("name", ["elu", "leaky_relu", "gelu", "silu", "softplus", "glu", "hardtanh", "relu"])
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+def test_older_activations_accept_or_refuse_integer_input_like_torch(name, dtype):
+    import torch.nn.functional as TF
+
+    import engine.nn.functional as EF
+
+    vals = [True, False, True, False] if dtype == "bool" else [1, -2, 3, 4]
+    outcome = []
+    for T, F in ((engine, EF), (torch, TF)):
+        try:
+            y = getattr(F, name)(T.tensor(vals, dtype=getattr(T, dtype)))
+            outcome.append(("ok", str(y.dtype).split(".")[-1], y.tolist()))
+        except (RuntimeError, NotImplementedError) as e:
+            outcome.append((type(e).__name__, str(e)))
+    assert outcome[0] == outcome[1]
+
+
+def test_elu_keeps_negative_zero_and_hardtanh_gives_zero_for_an_inf_gradient_outside():
+    import torch.nn.functional as TF
+
+    import engine.nn.functional as EF
+
+    e = EF.elu(engine.tensor([-0.0, -1.0]))
+    t = TF.elu(torch.tensor([-0.0, -1.0]))
+    assert np.signbit(e.numpy()).tolist() == np.signbit(t.numpy()).tolist() == [True, True]
+    grads = []
+    for T, F in ((engine, EF), (torch, TF)):
+        x = T.tensor([-3.0, 0.5, 3.0], requires_grad=True)
+        F.hardtanh(x).backward(T.tensor([float("inf"), 2.0, float("inf")]))
+        grads.append(x.grad.tolist())
+    assert grads[0] == grads[1] == [0.0, 2.0, 0.0]
