@@ -12,6 +12,7 @@ from . import linalg as L
 from . import reduce as R
 from . import shape as SH
 from . import sort as SO
+from . import special_math as SM
 from . import views as V
 
 
@@ -67,6 +68,10 @@ METHODS = {
     "rad2deg": CO.rad2deg, "dist": CO.dist, "vdot": CO.vdot, "hsplit": CO.hsplit, "vsplit": CO.vsplit,
     "dsplit": CO.dsplit, "kron": CO.kron, "cummax": R.cummax, "cummin": R.cummin,
     "logcumsumexp": R.logcumsumexp,
+    # special functions (special_math.py)
+    "lgamma": SM.lgamma, "digamma": SM.digamma, "polygamma": SM.tensor_polygamma, "mvlgamma": SM.mvlgamma,
+    "erfinv": SM.erfinv, "i0": SM.i0, "lgamma_": SM.lgamma_, "digamma_": SM.digamma_,
+    "polygamma_": SM.polygamma_, "mvlgamma_": SM.mvlgamma_, "erfinv_": SM.erfinv_, "i0_": SM.i0_,
     "reciprocal": E.reciprocal, "square": E.square, "sign": E.sign, "floor": E.floor, "ceil": E.ceil,
     "trunc": E.trunc, "frac": E.frac, "round": E.round, "clamp": E.clamp, "clip": E.clamp,
     "clamp_min": E.clamp_min, "clamp_max": E.clamp_max, "nan_to_num": E.nan_to_num,

@@ -113,7 +113,8 @@ def test_small_predicates_and_typename():
     assert engine.is_same_size(engine.ones(2, 3), engine.zeros(2, 3))
     assert engine.is_signed(engine.ones(1)) and not engine.is_signed(engine.ones(1, dtype=engine.uint8))
     assert engine.typename(engine.zeros(2)) == torch.typename(torch.zeros(2))
-    assert engine.typename(engine.zeros(2, dtype=engine.int64)) == torch.typename(torch.zeros(2, dtype=torch.long))
+    longs = engine.zeros(2, dtype=engine.int64)
+    assert engine.typename(longs) == torch.typename(torch.zeros(2, dtype=torch.long))
 
 
 def test_compile_returns_the_model_unchanged_also_as_a_decorator():

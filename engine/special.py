@@ -1,0 +1,33 @@
+"""engine.special: torch.special's functions, by torch's names (the kernels live in ops/special_math.py and
+elsewhere in ops; this module only names them)."""
+from __future__ import annotations
+
+from .ops import composite as _CO
+from .ops import elementwise as _E
+from .ops import reduce as _R
+from .ops import special_math as _SM
+
+gammaln = _SM.lgamma
+digamma = psi = _SM.digamma
+polygamma = _SM.polygamma
+multigammaln = _SM.mvlgamma
+erf, erfc, erfcx, erfinv = _E.erf, _E.erfc, _SM.erfcx, _SM.erfinv
+expit, logit = _E.sigmoid, _CO.logit
+exp2, expm1, log1p = _E.exp2, _E.expm1, _E.log1p
+xlogy, xlog1py, entr = _CO.xlogy, _SM.xlog1py, _SM.entr
+sinc, round = _E.sinc, _E.round  # noqa: A001 - torch's name
+ndtr, ndtri, log_ndtr = _SM.ndtr, _SM.ndtri, _SM.log_ndtr
+i0, i0e, i1, i1e = _SM.i0, _SM.i0e, _SM.i1, _SM.i1e
+zeta = _SM.zeta
+
+
+def logsumexp(input, dim, keepdim: bool = False):
+    return _R.logsumexp(input, dim, keepdim)
+
+
+def softmax(input, dim: int, dtype=None):
+    return _R.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim: int, dtype=None):
+    return _R.log_softmax(input, dim, dtype=dtype)
