@@ -23,7 +23,7 @@ from app.document import (
     infer_shapes,
     validate,
 )
-from app.document.catalogue import INIT_CHOICES
+from app.document.catalogue import CLASS_LOSSES, FLOAT_TARGET_LOSSES, INIT_CHOICES
 
 N = 2  # the batch size used when running torch layers
 
@@ -52,6 +52,10 @@ CASES = [
     ("AvgPool1d", {"kernel_size": 4, "stride": 3, "ceil_mode": True, "count_include_pad": False}, (2, 11)),
     ("AvgPool2d", {"kernel_size": [3, 2], "stride": [2, 1], "padding": [1, 1]}, (2, 7, 6)),
     ("AdaptiveAvgPool2d", {"output_size": [3, 2]}, (2, 9, 7)),
+    ("AdaptiveMaxPool2d", {"output_size": [4, 3]}, (2, 9, 7)),
+    ("AdaptiveMaxPool2d", {}, (3, 5, 5)),
+    ("AdaptiveAvgPool1d", {"output_size": 4}, (2, 10)),
+    ("AdaptiveMaxPool1d", {"output_size": 3}, (3, 7)),
     ("BatchNorm1d", {}, (6,)),
     ("BatchNorm1d", {"affine": False, "momentum": None}, (6, 5)),
     ("BatchNorm2d", {"eps": 1e-3}, (3, 4, 4)),
@@ -59,6 +63,12 @@ CASES = [
     ("LayerNorm", {"normalized_dims": 2, "bias": False}, (3, 4, 5)),
     ("LayerNorm", {"elementwise_affine": False}, (3, 4)),
     ("GroupNorm", {"num_groups": 2}, (6, 4, 4)),
+    ("InstanceNorm2d", {}, (3, 5, 4)),
+    ("InstanceNorm2d", {"affine": True, "track_running_stats": True, "momentum": None}, (3, 5, 4)),
+    ("InstanceNorm1d", {"affine": True, "eps": 1e-3}, (4, 6)),
+    ("RMSNorm", {}, (7,)),
+    ("RMSNorm", {"normalized_dims": 2, "eps": 1e-6}, (3, 4, 5)),
+    ("RMSNorm", {"elementwise_affine": False}, (3, 4)),
     ("Dropout", {"p": 0.3}, (5,)),
     ("Dropout2d", {}, (3, 4, 4)),
     ("RNN", {"hidden_size": 5, "num_layers": 2, "nonlinearity": "relu", "bidirectional": True}, (7, 3)),
@@ -83,11 +93,37 @@ CASES = [
     ("Hardtanh", {"min_val": -2.0, "max_val": 0.5}, (4,)),
     ("GLU", {}, (6,)),
     ("GLU", {"dim": 1}, (4, 3)),
+    ("ReLU6", {}, (4,)),
+    ("SELU", {}, (3, 4)),
+    ("CELU", {"alpha": 0.5}, (4,)),
+    ("PReLU", {}, (3, 4, 4)),
+    ("PReLU", {"per_channel": True, "init_slope": 0.1}, (3, 4, 4)),
+    ("PReLU", {"per_channel": True}, (5,)),
+    ("Mish", {}, (4,)),
+    ("Hardswish", {}, (4,)),
+    ("Hardsigmoid", {}, (2, 3)),
+    ("Softsign", {}, (4,)),
+    ("LogSigmoid", {}, (4,)),
+    ("Softmin", {"dim": 1}, (3, 4)),
+    ("Tanhshrink", {}, (4,)),
+    ("Softshrink", {"lambd": 0.3}, (4,)),
+    ("Hardshrink", {}, (4,)),
     ("Flatten", {}, (3, 4, 5)),
     ("Flatten", {"start_dim": 2}, (3, 4, 5)),
     ("Unflatten", {"dim": 1, "unflattened_size": [2, -1]}, (12,)),
     ("Reshape", {"shape": [4, -1]}, (3, 4)),
     ("Permute", {"dims": [0, 2, 1]}, (3, 4)),
+    ("PixelShuffle", {"upscale_factor": 3}, (18, 2, 3)),
+    ("PixelUnshuffle", {}, (3, 4, 6)),
+    ("Upsample", {}, (2, 3, 5)),
+    ("Upsample", {"scale_factor": 1.5, "mode": "bilinear", "align_corners": True}, (2, 5, 3)),
+    ("Upsample", {"scale_factor": 2.5, "mode": "linear"}, (2, 5)),
+    ("Upsample", {"size": [7, 4], "scale_factor": None, "mode": "bilinear"}, (2, 3, 5)),
+    ("Upsample", {"size": 9, "scale_factor": None}, (2, 4)),
+    ("ZeroPad2d", {"padding": [1, 2, 0, 3]}, (2, 4, 5)),
+    ("ZeroPad2d", {}, (4, 5)),
+    ("ReflectionPad2d", {"padding": [2, 1, 3, 0]}, (2, 4, 5)),
+    ("ReplicationPad2d", {"padding": 3}, (2, 2, 2)),
     ("Add", {}, [(3, 4), (3, 4), (1, 4)]),
     ("Multiply", {}, [(5,), (1,)]),
     ("Concat", {}, [(3,), (5,)]),
@@ -161,18 +197,45 @@ def test_cases_cover_every_node_type_except_input_and_output():
 @pytest.mark.parametrize("loss", get_spec("Output").param("loss").choices)
 def test_output_node_builds_every_torch_loss_with_its_kwargs(loss):
     spec = get_spec("Output")
-    params = {"loss": loss, "label_smoothing": 0.1, "beta": 0.5, "log_target": True,
+    params = {"loss": loss, "label_smoothing": 0.1, "beta": 0.5, "log_target": True, "delta": 0.5,
+              "log_input": False, "full": True, "p": 2, "margin": 0.5,
               "reduction": "batchmean" if loss == "KLDivLoss" else "mean"}
     kwargs = spec.engine_kwargs(params, {"in": (None, 4)})
     assert spec.class_name(params, torch=True) == loss
     fn = getattr(torch.nn, loss)(**kwargs)
     pred = torch.rand(N, 4)
-    if loss in ("CrossEntropyLoss", "NLLLoss"):
+    if loss in CLASS_LOSSES:
         target = torch.tensor([1, 3])
     else:
+        assert loss in FLOAT_TARGET_LOSSES
         target = torch.rand(N, 4)
     assert fn(pred, target).ndim == 0
     assert ("label_smoothing" in kwargs) == (loss == "CrossEntropyLoss")
+    # each loss gets exactly the options it has, under PyTorch's names
+    accepted = set(inspect.signature(getattr(torch.nn, loss)).parameters)
+    assert set(kwargs) <= accepted and set(kwargs) - {"reduction", "ignore_index"} == {
+        p.name for p in spec.params if p.only_when and p.applies(params) and p.name != "ignore_index"}
+
+
+@pytest.mark.parametrize("loss", ["HuberLoss", "PoissonNLLLoss", "MultiMarginLoss",
+                                  "MultiLabelSoftMarginLoss"])
+def test_the_engine_losses_match_torch_with_the_output_node_options(loss):
+    import engine
+
+    spec = get_spec("Output")
+    params = {"loss": loss, "delta": 0.3, "log_input": False, "full": True, "p": 2, "margin": 0.7}
+    kwargs = spec.engine_kwargs(params, {"in": (None, 3)})
+    pred = torch.rand(4, 3) * 3
+    target = torch.tensor([0, 2, 1, 2]) if loss in CLASS_LOSSES else (torch.rand(4, 3) > 0.5).float()
+    ours = getattr(engine.nn, loss)(**kwargs)(engine.from_numpy(pred.numpy()),
+                                              engine.from_numpy(target.numpy())).item()
+    assert ours == pytest.approx(getattr(torch.nn, loss)(**kwargs)(pred, target).item(), rel=1e-5)
+
+
+def test_losses_that_take_a_matrix_refuse_other_shapes():
+    for loss in ("MultiMarginLoss", "MultiLabelSoftMarginLoss"):
+        with pytest.raises(ShapeError, match=rf"{loss} expects scores \(N, C\), got \(N, 3, 4\)"):
+            get_spec("Output").shape_rule({"loss": loss}, {"in": (None, 3, 4)})
 
 
 def test_engine_kwargs_use_the_torch_constructor_argument_names():
@@ -270,8 +333,10 @@ def test_every_spec_is_complete_and_weighted_layers_declare_init():
         spec.resolve_params({})  # the defaults are valid
     for type_, params, per_sample in CASES:
         spec = get_spec(type_)
-        if spec.param_count(params, _batched(per_sample)) and not type_.startswith(("BatchNorm", "LayerNorm",
-                                                                                      "GroupNorm")):
+        # norm scales and PReLU slopes are vectors: the weight-matrix schemes don't apply to them
+        vectors_only = type_.startswith(("BatchNorm", "LayerNorm", "GroupNorm", "InstanceNorm", "RMSNorm",
+                                         "PReLU"))
+        if spec.param_count(params, _batched(per_sample)) and not vectors_only:
             assert spec.param("init").choices == INIT_CHOICES, type_
 
 

@@ -451,14 +451,20 @@ _register(NodeSpec(
     shape_fn=_input_shape, icon="input", key_params=("shape",), id_prefix="x",
 ))
 
-LOSSES = ("MSELoss", "L1Loss", "SmoothL1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
-          "BCEWithLogitsLoss", "KLDivLoss")
-_CLASS_LOSSES = ("CrossEntropyLoss", "NLLLoss")
+LOSSES = ("MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "PoissonNLLLoss", "CrossEntropyLoss", "NLLLoss",
+          "MultiMarginLoss", "BCELoss", "BCEWithLogitsLoss", "MultiLabelSoftMarginLoss", "KLDivLoss")
+# what the targets must be: class indices (N), or floats shaped like the prediction (one-hot for classes)
+CLASS_LOSSES = ("CrossEntropyLoss", "NLLLoss", "MultiMarginLoss")
+FLOAT_TARGET_LOSSES = ("MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "PoissonNLLLoss", "BCELoss",
+                       "BCEWithLogitsLoss", "MultiLabelSoftMarginLoss", "KLDivLoss")
+_MATRIX_LOSSES = ("MultiMarginLoss", "MultiLabelSoftMarginLoss")  # PyTorch takes (N, C) and nothing else
 
 
 def _output_shape(p, s):
     x = _in(s)
-    if p["loss"] in _CLASS_LOSSES and len(x) < 2:
+    if p["loss"] in _MATRIX_LOSSES and len(x) != 2:
+        raise ShapeError(f"{p['loss']} expects scores (N, C), got {format_shape(x)}", "in")
+    if p["loss"] in CLASS_LOSSES and len(x) < 2:
         raise ShapeError(f"{p['loss']} expects class scores (N, C), got {format_shape(x)}", "in")
     return {}
 
@@ -479,9 +485,20 @@ _register(NodeSpec(
         ParamSpec("label_smoothing", "float", 0.0, min=0.0, max=1.0,
                   only_when=("loss", ("CrossEntropyLoss",)), help="Soften one-hot targets by this much"),
         ParamSpec("ignore_index", "int", -100, min=-(2**31), max=MAX_DIM,
-                  only_when=("loss", _CLASS_LOSSES), help="Target class that does not count"),
+                  only_when=("loss", ("CrossEntropyLoss", "NLLLoss")),
+                  help="Target class that does not count"),
         ParamSpec("beta", "float", 1.0, min=0.0, max=1e6, only_when=("loss", ("SmoothL1Loss",)),
                   help="Where SmoothL1 switches from squared to absolute error"),
+        ParamSpec("delta", "float", 1.0, min=1e-12, max=1e6, only_when=("loss", ("HuberLoss",)),
+                  help="Where Huber switches from squared to absolute error"),
+        ParamSpec("log_input", "bool", True, only_when=("loss", ("PoissonNLLLoss",)),
+                  help="The prediction is the log of the rate (exp(pred) is the Poisson mean)"),
+        ParamSpec("full", "bool", False, only_when=("loss", ("PoissonNLLLoss",)),
+                  help="Add the Stirling term, so the loss is the full negative log-likelihood"),
+        ParamSpec("p", "choice", 1, choices=(1, 2), only_when=("loss", ("MultiMarginLoss",)),
+                  help="1: hinge loss; 2: squared hinge loss"),
+        ParamSpec("margin", "float", 1.0, min=0.0, max=1e6, only_when=("loss", ("MultiMarginLoss",)),
+                  help="How far the true class's score must beat every other class's"),
         ParamSpec("log_target", "bool", False, only_when=("loss", ("KLDivLoss",)),
                   help="The targets are given as log-probabilities"),
     ),
@@ -743,35 +760,57 @@ for _n in (1, 2):
         ))
 
 
-def _adaptive_shape(p, s):
-    x = _in(s)
-    _need_ndim(x, 4, "(N, C, H, W)")
-    return {"out": (*x[:2], *_tuple(p["output_size"], 2))}
+def _make_adaptive(n: int, is_max: bool) -> NodeSpec:
+    layout = "(N, C, L)" if n == 1 else "(N, C, H, W)"
+
+    def rule(p, s):
+        x = _in(s)
+        _need_ndim(x, n + 2, layout)
+        return {"out": (*x[:2], *_tuple(p["output_size"], n))}
+
+    kind = "Max" if is_max else "Avg"
+    what = "a sequence of any length" if n == 1 else "any image size"
+    size = (ParamSpec("output_size", "int", 1, min=1, max=MAX_DIM, help="Output length") if n == 1 else
+            ParamSpec("output_size", "int-tuple", 1, length=2, min=1, max=MAX_DIM,
+                      help="Output height and width"))
+    return NodeSpec(
+        type=f"Adaptive{kind}Pool{n}d", category="Pooling",
+        description=f"{'Max' if is_max else 'Average'}-pools {what} down to a fixed output size",
+        inputs=_IN, outputs=_OUT, params=(size,), shape_fn=rule,
+        engine_class=f"Adaptive{kind}Pool{n}d", torch_class=f"Adaptive{kind}Pool{n}d",
+        icon="pool", key_params=("output_size",), id_prefix="pool",
+    )
 
 
-_register(NodeSpec(
-    type="AdaptiveAvgPool2d", category="Pooling",
-    description="Average-pools any image size down to a fixed output size",
-    inputs=_IN, outputs=_OUT,
-    params=(ParamSpec("output_size", "int-tuple", 1, length=2, min=1, max=MAX_DIM,
-                      help="Output height and width"),),
-    shape_fn=_adaptive_shape, engine_class="AdaptiveAvgPool2d", torch_class="AdaptiveAvgPool2d",
-    icon="pool", key_params=("output_size",), id_prefix="pool",
-))
+for _n in (2, 1):
+    for _is_max in (False, True):
+        _register(_make_adaptive(_n, _is_max))
 
 
 # ---------------------------------------------------------------------------------------------
 # Normalization
 # ---------------------------------------------------------------------------------------------
-def _norm_common(affine_name: str = "affine") -> tuple[ParamSpec, ...]:
+def _norm_common(affine_name: str = "affine", affine: bool = True) -> tuple[ParamSpec, ...]:
     return (
         ParamSpec("eps", "float", 1e-5, min=0.0, max=1.0, help="Added to the variance for stability"),
-        ParamSpec(affine_name, "bool", True, help="Learn a per-feature scale and shift"),
+        ParamSpec(affine_name, "bool", affine, help="Learn a per-feature scale and shift"),
     )
 
 
-def _make_bn(n: int):
-    layouts = {1: ((2, 3), "(N, C) or (N, C, L)"), 2: ((4,), "(N, C, H, W)")}
+def _running_stats(track: bool) -> tuple[ParamSpec, ...]:
+    return (
+        ParamSpec("momentum", "float", 0.1, nullable=True, min=0.0, max=1.0,
+                  help="Update rate of the running statistics (empty: cumulative average)"),
+        ParamSpec("track_running_stats", "bool", track, help="Keep running mean/variance for evaluation"),
+    )
+
+
+def _make_channel_norm(kind: str, n: int, description: str) -> NodeSpec:
+    """BatchNorm and InstanceNorm: per-channel statistics (over the batch, or per sample), the same
+    parameters and buffers; instance norm starts without affine and running statistics, as in PyTorch."""
+    batch = kind == "BatchNorm"
+    layouts = {1: ((2, 3), "(N, C) or (N, C, L)") if batch else ((3,), "(N, C, L)"),
+               2: ((4,), "(N, C, H, W)")}
     ndims, layout = layouts[n]
 
     def rule(p, s):
@@ -780,25 +819,24 @@ def _make_bn(n: int):
         return {"out": x}
 
     return NodeSpec(
-        type=f"BatchNorm{n}d", category="Normalization",
-        description="Normalises each channel over the batch, then scales and shifts",
-        inputs=_IN, outputs=_OUT,
-        params=(
-            *_norm_common(),
-            ParamSpec("momentum", "float", 0.1, nullable=True, min=0.0, max=1.0,
-                      help="Update rate of the running statistics (empty: cumulative average)"),
-            ParamSpec("track_running_stats", "bool", True, help="Keep running mean/variance for evaluation"),
-        ),
+        type=f"{kind}{n}d", category="Normalization", description=description, inputs=_IN, outputs=_OUT,
+        params=(*_norm_common(affine=batch), *_running_stats(batch)),
         shape_fn=rule,
         count_fn=lambda p, s: 2 * _in(s)[1] if p["affine"] else 0,
         macs_fn=lambda p, s: _per_sample(_in(s)),
         kwargs_fn=lambda p, s: {"num_features": _in(s)[1]},
-        engine_class=f"BatchNorm{n}d", torch_class=f"BatchNorm{n}d", icon="norm", id_prefix="bn",
+        engine_class=f"{kind}{n}d", torch_class=f"{kind}{n}d", icon="norm",
+        id_prefix="bn" if batch else "inorm",
     )
 
 
-_register(_make_bn(1))
-_register(_make_bn(2))
+_CHANNEL_NORMS = {
+    "BatchNorm": "Normalises each channel over the batch, then scales and shifts",
+    "InstanceNorm": "Normalises each channel of each sample on its own (style transfer, small batches)",
+}
+for _kind, _description in _CHANNEL_NORMS.items():
+    for _n in (1, 2):
+        _register(_make_channel_norm(_kind, _n, _description))
 
 
 def _layernorm_shape(p, s):
@@ -813,13 +851,17 @@ def _layernorm_normalized(p, s) -> tuple[int, ...]:
     return tuple(_in(s)[len(_in(s)) - p["normalized_dims"]:])
 
 
+def _normalized_dims() -> ParamSpec:
+    return ParamSpec("normalized_dims", "int", 1, min=1, max=7, ctor=False,
+                     help="How many trailing dimensions to normalise over (PyTorch's normalized_shape)")
+
+
 _register(NodeSpec(
     type="LayerNorm", category="Normalization",
     description="Normalises each sample over its last dimension(s), then scales and shifts",
     inputs=_IN, outputs=_OUT,
     params=(
-        ParamSpec("normalized_dims", "int", 1, min=1, max=7, ctor=False,
-                  help="How many trailing dimensions to normalise over (PyTorch's normalized_shape)"),
+        _normalized_dims(),
         *_norm_common("elementwise_affine"),
         ParamSpec("bias", "bool", True, only_when=("elementwise_affine", (True,)), help="Learn the shift"),
     ),
@@ -829,6 +871,24 @@ _register(NodeSpec(
     macs_fn=lambda p, s: _per_sample(_in(s)),
     kwargs_fn=lambda p, s: {"normalized_shape": _layernorm_normalized(p, s)},
     engine_class="LayerNorm", torch_class="LayerNorm", icon="norm", id_prefix="ln",
+))
+
+
+_register(NodeSpec(
+    type="RMSNorm", category="Normalization",
+    description="Divides each sample by the root mean square of its last dimension(s), then scales",
+    inputs=_IN, outputs=_OUT,
+    params=(
+        _normalized_dims(),
+        ParamSpec("eps", "float", None, nullable=True, min=0.0, max=1.0,
+                  help="Added to the mean square for stability (empty: float32's machine epsilon)"),
+        ParamSpec("elementwise_affine", "bool", True, help="Learn a per-feature scale"),
+    ),
+    shape_fn=_layernorm_shape,
+    count_fn=lambda p, s: _prod(_layernorm_normalized(p, s)) if p["elementwise_affine"] else 0,
+    macs_fn=lambda p, s: _per_sample(_in(s)),
+    kwargs_fn=lambda p, s: {"normalized_shape": _layernorm_normalized(p, s)},
+    engine_class="RMSNorm", torch_class="RMSNorm", icon="norm", id_prefix="rms",
 ))
 
 
@@ -1033,13 +1093,24 @@ def _hardtanh_check(p):
         raise ParamError(f"min_val ({p['min_val']:g}) must be below max_val ({p['max_val']:g})")
 
 
+def _prelu_shape(p, s):
+    x = _in(s)
+    if p["per_channel"]:
+        _need_min_ndim(x, 2, "(N, C, *) with a slope per channel C")
+    return {"out": x}
+
+
 def _activation(type_: str, description: str, params: tuple[ParamSpec, ...] = (), shape_fn=_same,
-                check_fn=None, key_params: tuple[str, ...] = ()) -> NodeSpec:
+                check_fn=None, key_params: tuple[str, ...] = (), **extra: Any) -> NodeSpec:
     return NodeSpec(
         type=type_, category="Activation", description=description, inputs=_IN, outputs=_OUT, params=params,
         shape_fn=shape_fn, check_fn=check_fn, engine_class=type_, torch_class=type_, icon="activation",
-        key_params=key_params, id_prefix=type_.lower(),
+        key_params=key_params, id_prefix=type_.lower(), **extra,
     )
+
+
+def _lambd_param() -> ParamSpec:
+    return ParamSpec("lambd", "float", 0.5, min=0.0, max=1e6, help="Values within ±lambd become 0")
 
 
 for _spec in (
@@ -1068,6 +1139,30 @@ for _spec in (
                 check_fn=_hardtanh_check),
     _activation("GLU", "Gated linear unit: first half · sigmoid(second half) along a dimension",
                 (_dim_param(-1, "Dimension split in half"),), _glu_shape, key_params=("dim",)),
+    _activation("ReLU6", "min(max(0, x), 6): ReLU capped at 6"),
+    _activation("SELU", "Self-normalising ELU: scale · ELU(x) with fixed alpha and scale"),
+    _activation("CELU", "x if x > 0 else alpha · (exp(x / alpha) - 1), continuously differentiable",
+                (ParamSpec("alpha", "float", 1.0, min=1e-6, max=1e3, help="Saturation value for x < 0"),)),
+    _activation("PReLU", "x if x > 0 else a · x, with the slope a learned",
+                (ParamSpec("per_channel", "bool", False, ctor=False,
+                           help="Learn one slope per channel (dimension 1) instead of one shared slope"),
+                 ParamSpec("init_slope", "float", 0.25, min=-1e3, max=1e3, ctor=False,
+                           help="The value every slope starts at (PyTorch's init)")),
+                _prelu_shape, key_params=("per_channel",),
+                count_fn=lambda p, s: _in(s)[1] if p["per_channel"] else 1,
+                kwargs_fn=lambda p, s: {"num_parameters": _in(s)[1] if p["per_channel"] else 1,
+                                        "init": p["init_slope"]}),
+    _activation("Mish", "x · tanh(softplus(x))"),
+    _activation("Hardswish", "x · ReLU6(x + 3) / 6, a cheap swish (MobileNetV3)"),
+    _activation("Hardsigmoid", "ReLU6(x + 3) / 6, a cheap piecewise-linear sigmoid"),
+    _activation("Softsign", "x / (1 + |x|)"),
+    _activation("LogSigmoid", "log(sigmoid(x)), computed stably as -softplus(-x)"),
+    _activation("Softmin", "softmax(-x) along a dimension: the smallest values get the most weight",
+                (_dim_param(-1, "Dimension that sums to 1"),), _softmax_shape, key_params=("dim",)),
+    _activation("Tanhshrink", "x - tanh(x)"),
+    _activation("Softshrink", "Shrinks x towards 0 by lambd; values within ±lambd become 0",
+                (_lambd_param(),), key_params=("lambd",)),
+    _activation("Hardshrink", "x where |x| > lambd, else 0", (_lambd_param(),), key_params=("lambd",)),
 ):
     _register(_spec)
 
@@ -1157,6 +1252,118 @@ _register(NodeSpec(
     shape_fn=_permute_shape, engine_class="Permute", torch_class=None, icon="reshape", key_params=("dims",),
     id_prefix="permute",
 ))
+
+
+def _pixel_shuffle_shape(p, s):
+    x = _in(s)
+    _need_ndim(x, 4, "(N, C, H, W)")
+    r = p["upscale_factor"]
+    if x[1] % (r * r):
+        raise ShapeError(f"has {x[1]} channels in {format_shape(x)}, which upscale_factor² = {r * r} "
+                         "does not divide", "in")
+    return {"out": (x[0], x[1] // (r * r), x[2] * r, x[3] * r)}
+
+
+def _pixel_unshuffle_shape(p, s):
+    x = _in(s)
+    _need_ndim(x, 4, "(N, C, H, W)")
+    r = p["downscale_factor"]
+    if x[2] % r or x[3] % r:
+        raise ShapeError(f"height and width of {format_shape(x)} must be multiples of downscale_factor={r}",
+                         "in")
+    return {"out": (x[0], x[1] * r * r, x[2] // r, x[3] // r)}
+
+
+_register(NodeSpec(
+    type="PixelShuffle", category="Reshape",
+    description="Trades channels for resolution: (N, C·r², H, W) -> (N, C, H·r, W·r)",
+    inputs=_IN, outputs=_OUT,
+    params=(ParamSpec("upscale_factor", "int", 2, min=1, max=1024,
+                      help="r: how many times taller and wider"),),
+    shape_fn=_pixel_shuffle_shape, engine_class="PixelShuffle", torch_class="PixelShuffle", icon="upsample",
+    key_params=("upscale_factor",), id_prefix="shuffle",
+))
+_register(NodeSpec(
+    type="PixelUnshuffle", category="Reshape",
+    description="Trades resolution for channels: (N, C, H·r, W·r) -> (N, C·r², H, W)",
+    inputs=_IN, outputs=_OUT,
+    params=(ParamSpec("downscale_factor", "int", 2, min=1, max=1024,
+                      help="r: how many times shorter and narrower"),),
+    shape_fn=_pixel_unshuffle_shape, engine_class="PixelUnshuffle", torch_class="PixelUnshuffle",
+    icon="reshape", key_params=("downscale_factor",), id_prefix="unshuffle",
+))
+
+_UPSAMPLE_LAYOUTS = {"nearest": ((3, 4), "(N, C, L) or (N, C, H, W)"), "linear": ((3,), "(N, C, L)"),
+                     "bilinear": ((4,), "(N, C, H, W)")}
+
+
+def _upsample_check(p):
+    if (p["size"] is None) == (p["scale_factor"] is None):
+        raise ParamError("set exactly one of size and scale_factor (leave the other empty)")
+
+
+def _upsample_shape(p, s):
+    x = _in(s)
+    ndims, layout = _UPSAMPLE_LAYOUTS[p["mode"]]
+    _need_ndim(x, ndims, f"{layout} for mode {p['mode']}")
+    n = len(x) - 2
+    if p["size"] is not None:
+        size = _tuple(p["size"], n)
+        if len(size) != n:
+            raise ShapeError(f"size {p['size']} has {len(size)} entries, but {format_shape(x)} has {n} "
+                             "spatial dimensions", "in")
+        return {"out": (*x[:2], *size)}
+    sizes = tuple(math.floor(d * p["scale_factor"]) for d in x[2:])
+    if min(sizes) < 1:
+        raise ShapeError(f"scale_factor {p['scale_factor']:g} shrinks {format_shape(x)} to nothing", "in")
+    return {"out": (*x[:2], *sizes)}
+
+
+_register(NodeSpec(
+    type="Upsample", category="Reshape",
+    description="Resizes images or sequences by interpolation (no weights)",
+    inputs=_IN, outputs=_OUT,
+    params=(
+        ParamSpec("size", "int-tuple", None, nullable=True, min=1, max=MAX_DIM,
+                  help="Output size, e.g. [64, 64] (empty: use scale_factor)"),
+        ParamSpec("scale_factor", "float", 2.0, nullable=True, min=1e-3, max=1e3,
+                  help="Multiplier of every spatial size, rounded down (empty: use size)"),
+        ParamSpec("mode", "choice", "nearest", choices=tuple(_UPSAMPLE_LAYOUTS),
+                  help="nearest copies pixels; linear (sequences) and bilinear (images) interpolate"),
+        ParamSpec("align_corners", "bool", False, only_when=("mode", ("linear", "bilinear")),
+                  help="Match the corner pixels of input and output exactly"),
+    ),
+    shape_fn=_upsample_shape, check_fn=_upsample_check, engine_class="Upsample", torch_class="Upsample",
+    icon="upsample", key_params=("scale_factor", "size", "mode"), id_prefix="up",
+))
+
+
+def _make_pad2d(type_: str, description: str) -> NodeSpec:
+    def rule(p, s):
+        x = _in(s)
+        _need_ndim(x, (3, 4), "(N, C, H, W) or (N, H, W)")
+        left, right, top, bottom = _tuple(p["padding"], 4)
+        if type_ == "ReflectionPad2d" and (max(left, right) >= x[-1] or max(top, bottom) >= x[-2]):
+            raise ShapeError(f"reflection padding must be smaller than the input it mirrors: "
+                             f"{format_shape(x)} with padding (left, right, top, bottom) = "
+                             f"{(left, right, top, bottom)}", "in")
+        return {"out": (*x[:-2], x[-2] + top + bottom, x[-1] + left + right)}
+
+    return NodeSpec(
+        type=type_, category="Reshape", description=description, inputs=_IN, outputs=_OUT,
+        params=(ParamSpec("padding", "int-tuple", 1, length=4, min=0, max=MAX_DIM,
+                          help="Rows and columns added: one number, or [left, right, top, bottom]"),),
+        shape_fn=rule, engine_class=type_, torch_class=type_, icon="pad", key_params=("padding",),
+        id_prefix="pad",
+    )
+
+
+for _spec in (
+    _make_pad2d("ZeroPad2d", "Adds rows and columns of zeros around an image"),
+    _make_pad2d("ReflectionPad2d", "Pads an image with its own mirror image (edge not repeated)"),
+    _make_pad2d("ReplicationPad2d", "Pads an image by repeating its edge pixels"),
+):
+    _register(_spec)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,18 +10,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.document import Document, get_spec
+from app.document import Document, ParamError, get_spec
 
 from .graph import ExportError
 
 _ACTIVATIONS = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
-                "Softplus", "Hardtanh", "GLU")
+                "Softplus", "Hardtanh", "GLU", "ReLU6", "SELU", "CELU", "PReLU", "Mish", "Hardswish",
+                "Hardsigmoid", "Softsign", "LogSigmoid", "Softmin", "Tanhshrink", "Softshrink", "Hardshrink")
 _SAME_NAME = (*_ACTIVATIONS, "Linear", "Bilinear", "Embedding", "Conv1d", "Conv2d", "ConvTranspose2d",
-              "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d",
-              "BatchNorm2d", "LayerNorm", "GroupNorm", "Dropout", "Dropout2d", "Flatten", "Unflatten",
-              "RNN", "LSTM", "GRU", "MultiheadAttention", "TransformerEncoderLayer")
+              "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
+              "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "BatchNorm1d", "BatchNorm2d", "InstanceNorm1d",
+              "InstanceNorm2d", "LayerNorm", "RMSNorm", "GroupNorm", "Dropout", "Dropout2d", "Flatten",
+              "Unflatten", "PixelShuffle", "PixelUnshuffle", "Upsample", "ZeroPad2d", "ReflectionPad2d",
+              "ReplicationPad2d", "RNN", "LSTM", "GRU", "MultiheadAttention", "TransformerEncoderLayer")
+# torch.relu, F.relu, x.relu() ... -> the node type (Softmax-like ones also read their dim)
 _FUNCTIONS = {"relu": "ReLU", "sigmoid": "Sigmoid", "tanh": "Tanh", "gelu": "GELU", "silu": "SiLU",
-              "elu": "ELU", "leaky_relu": "LeakyReLU", "softmax": "Softmax", "log_softmax": "LogSoftmax"}
+              "elu": "ELU", "leaky_relu": "LeakyReLU", "softmax": "Softmax", "log_softmax": "LogSoftmax",
+              "relu6": "ReLU6", "selu": "SELU", "mish": "Mish", "hardswish": "Hardswish",
+              "hardsigmoid": "Hardsigmoid", "softsign": "Softsign", "logsigmoid": "LogSigmoid",
+              "softmin": "Softmin", "tanhshrink": "Tanhshrink"}
 _LAYER_SPACING = (200.0, 110.0)
 
 
@@ -82,6 +89,16 @@ def _params_of(module: Any, kind: str) -> dict[str, Any]:
         act = module.activation
         act_name = getattr(act, "__name__", type(act).__name__).lower()
         params["activation"] = "gelu" if "gelu" in act_name else "relu"
+    elif kind == "RMSNorm":
+        params["normalized_dims"] = len(module.normalized_shape)
+    elif kind == "PReLU":
+        params["per_channel"] = module.num_parameters > 1
+        params["init_slope"] = float(module.init)
+    elif kind == "Upsample":
+        scale = module.scale_factor
+        if isinstance(scale, tuple) and len(set(scale)) == 1:
+            params["scale_factor"] = scale[0]  # (2.0, 2.0) reads as 2.0
+        params["align_corners"] = bool(module.align_corners)
     elif kind in ("Conv1d", "Conv2d", "ConvTranspose2d"):
         if isinstance(module.padding, str):
             params["padding"] = module.padding
@@ -177,7 +194,12 @@ class _Importer:
             if kind == "MultiheadAttention":
                 inputs = inputs[:1]  # self-attention: query = key = value
             ports = ["in1", "in2"] if kind == "Bilinear" else None
-            nid = self.add(kind, params, inputs, node.target, ports)
+            try:
+                nid = self.add(kind, params, inputs, node.target, ports)
+            except ParamError as exc:  # a setting the catalogue can't hold, e.g. Upsample mode "bicubic"
+                self.value_of[node] = self.unknown(f"{type(module).__module__}.{kind} ({exc})", inputs,
+                                                   node.target)
+                return
             if kind in ("RNN", "LSTM", "GRU", "MultiheadAttention"):
                 self.special[node] = ("layer_out", nid, kind)
             else:
@@ -228,7 +250,7 @@ class _Importer:
         elif name in _FUNCTIONS:
             kind = _FUNCTIONS[name]
             params = {}
-            if kind in ("Softmax", "LogSoftmax"):
+            if kind in ("Softmax", "LogSoftmax", "Softmin"):
                 params["dim"] = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else -1)
             self.value_of[node] = self.add(kind, params, inputs[:1])
         elif name == "contiguous":

@@ -15,7 +15,8 @@ from app.document import Document
 from .graph import ExportError, ExportGraph, ExportNode, dataset_input_shape, plan_export
 
 OPSET = 17
-_SIMPLE = {"ReLU": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh"}
+_SIMPLE = {"ReLU": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "SELU": "Selu", "Softsign": "Softsign",
+           "Hardswish": "HardSwish"}
 _PAD_MODES = {"reflect": "reflect", "replicate": "edge"}
 
 
@@ -152,29 +153,41 @@ def _pool(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
     return b.op("AveragePool", xs, out, count_include_pad=int(p["count_include_pad"]), **attrs)
 
 
-@_emits("AdaptiveAvgPool2d")
+@_emits("AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d")
 def _adaptive_pool(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    n = int(node.type[-2])
     size = node.in_shapes["in"][2:]
-    target = _tuple(node.params["output_size"], 2)
-    if list(target) == [1, 1]:
-        return b.op("GlobalAveragePool", xs, out)
+    target = _tuple(node.params["output_size"], n)
+    is_max = "Max" in node.type
+    if all(t == 1 for t in target):
+        return b.op("GlobalMaxPool" if is_max else "GlobalAveragePool", xs, out)
     if any(s % t for s, t in zip(size, target)):
-        raise ExportError(f"not supported for ONNX: node {node.id} (AdaptiveAvgPool2d) from {tuple(size)} to "
+        raise ExportError(f"not supported for ONNX: node {node.id} ({node.type}) from {tuple(size)} to "
                           f"{tuple(target)}, which is not a whole-number window")
     k = [s // t for s, t in zip(size, target)]
-    return b.op("AveragePool", xs, out, kernel_shape=k, strides=k)
+    return b.op("MaxPool" if is_max else "AveragePool", xs, out, kernel_shape=k, strides=k)
 
 
-@_emits("BatchNorm1d", "BatchNorm2d")
+def _channel_affine(b: _Builder, node: ExportNode) -> tuple[str, str]:
+    """Per-channel scale and shift initializers: the learned ones, or 1 and 0 without affine."""
+    c = node.in_shapes["in"][1]
+    affine = node.params["affine"]
+    scale = b.weight(node.id, "weight") if affine else np.ones(c, np.float32)
+    shift = b.weight(node.id, "bias") if affine else np.zeros(c, np.float32)
+    return b.const(f"{node.id}.weight", scale), b.const(f"{node.id}.bias", shift)
+
+
+@_emits("BatchNorm1d", "BatchNorm2d", "InstanceNorm1d", "InstanceNorm2d")
 def _batchnorm(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
     p = node.params
     if not p["track_running_stats"]:
+        if node.type.startswith("InstanceNorm"):  # each sample's own statistics, as in training
+            return b.op("InstanceNormalization", [xs[0], *_channel_affine(b, node)], out,
+                        epsilon=float(p["eps"]))
         raise ExportError(f"not supported for ONNX: node {node.id} ({node.type}) without running statistics "
                           "(it normalises with each batch's own statistics)")
-    c = node.in_shapes["in"][1]
-    scale = b.weight(node.id, "weight") if p["affine"] else np.ones(c, np.float32)
-    shift = b.weight(node.id, "bias") if p["affine"] else np.zeros(c, np.float32)
-    inputs = [xs[0], b.const(f"{node.id}.weight", scale), b.const(f"{node.id}.bias", shift),
+    # evaluation with running statistics: the same affine map for batch and instance norm
+    inputs = [xs[0], *_channel_affine(b, node),
               b.const(f"{node.id}.running_mean", b.weight(node.id, "running_mean")),
               b.const(f"{node.id}.running_var", b.weight(node.id, "running_var"))]
     return b.op("BatchNormalization", inputs, out, epsilon=float(p["eps"]))
@@ -190,6 +203,23 @@ def _layernorm(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
     if affine and p["bias"]:
         inputs.append(b.const(f"{node.id}.bias", b.weight(node.id, "bias")))
     return b.op("LayerNormalization", inputs, out, axis=-p["normalized_dims"], epsilon=float(p["eps"]))
+
+
+@_emits("RMSNorm")
+def _rmsnorm(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    # opset 17 has no RMSNormalization: x / sqrt(mean(x², last dims) + eps) · weight
+    p = node.params
+    dims = p["normalized_dims"]
+    eps = float(np.finfo(np.float32).eps) if p["eps"] is None else float(p["eps"])
+    x = xs[0]
+    mean_sq = b.op("ReduceMean", [b.op("Mul", [x, x], f"{out}/sq")], f"{out}/mean_sq",
+                   axes=list(range(-dims, 0)), keepdims=1)
+    rms = b.op("Sqrt", [b.op("Add", [mean_sq, b.const(f"{node.id}.eps", eps)], f"{out}/mean_sq_eps")],
+               f"{out}/rms")
+    if not p["elementwise_affine"]:
+        return b.op("Div", [x, rms], out)
+    normed = b.op("Div", [x, rms], f"{out}/normed")
+    return b.op("Mul", [normed, b.const(f"{node.id}.weight", b.weight(node.id, "weight"))], out)
 
 
 @_emits("GroupNorm")
@@ -215,7 +245,7 @@ def _groupnorm(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
     return b.op("Add", [b.op("Mul", [y, scale], f"{out}/scaled"), shift], out)
 
 
-@_emits("ReLU", "Sigmoid", "Tanh")
+@_emits(*_SIMPLE)
 def _simple(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
     return b.op(_SIMPLE[node.type], xs, out)
 
@@ -277,6 +307,59 @@ def _hardtanh(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
     return b.op("Clip", [xs[0], lo, hi], out)
 
 
+@_emits("ReLU6")
+def _relu6(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    return b.op("Clip", [xs[0], b.const(f"{node.id}.min", 0.0), b.const(f"{node.id}.max", 6.0)], out)
+
+
+@_emits("CELU")
+def _celu(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    return b.op("Celu", xs, out, alpha=float(node.params["alpha"]))
+
+
+@_emits("Hardsigmoid")
+def _hardsigmoid(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    return b.op("HardSigmoid", xs, out, alpha=1 / 6, beta=0.5)  # PyTorch's relu6(x + 3) / 6
+
+
+@_emits("Mish")
+def _mish(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    soft = b.op("Softplus", xs, f"{out}/softplus")
+    return b.op("Mul", [xs[0], b.op("Tanh", [soft], f"{out}/tanh")], out)
+
+
+@_emits("LogSigmoid")
+def _logsigmoid(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    # -softplus(-x): stable for large |x|, where log(sigmoid(x)) underflows
+    soft = b.op("Softplus", [b.op("Neg", xs, f"{out}/neg")], f"{out}/softplus")
+    return b.op("Neg", [soft], out)
+
+
+@_emits("Softmin")
+def _softmin(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    return b.op("Softmax", [b.op("Neg", xs, f"{out}/neg")], out, axis=node.params["dim"])
+
+
+@_emits("Tanhshrink")
+def _tanhshrink(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    return b.op("Sub", [xs[0], b.op("Tanh", xs, f"{out}/tanh")], out)
+
+
+@_emits("Softshrink", "Hardshrink")
+def _shrink(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    lambd = float(node.params["lambd"])
+    return b.op("Shrink", xs, out, lambd=lambd, bias=lambd if node.type == "Softshrink" else 0.0)
+
+
+@_emits("PReLU")
+def _prelu(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    slope = b.weight(node.id, "weight")
+    ndim = len(node.in_shapes["in"])
+    if node.params["per_channel"]:  # (C,) -> (C, 1, ..., 1): broadcasts over dimension 1
+        slope = slope.reshape([slope.size] + [1] * (ndim - 2))
+    return b.op("PRelu", [xs[0], b.const(f"{node.id}.weight", slope)], out)
+
+
 @_emits("GLU")
 def _glu(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
     first, second = b.op("Split", xs, f"{out}/half", n_out=2, axis=node.params["dim"])
@@ -301,6 +384,57 @@ def _reshape(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
 def _permute(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
     ndim = len(node.in_shapes["in"])
     return b.op("Transpose", xs, out, perm=[d % ndim for d in node.params["dims"]])
+
+
+@_emits("PixelShuffle")
+def _pixel_shuffle(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    return b.op("DepthToSpace", xs, out, blocksize=node.params["upscale_factor"], mode="CRD")
+
+
+@_emits("PixelUnshuffle")
+def _pixel_unshuffle(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    # ONNX's SpaceToDepth puts the block offset before the channel; PyTorch puts the channel first
+    r = node.params["downscale_factor"]
+    _, c, h, w = node.in_shapes["in"]
+    blocks = b.op("Reshape", [xs[0], b.const(f"{node.id}.blocks", [0, c, h // r, r, w // r, r], np.int64)],
+                  f"{out}/blocks")
+    moved = b.op("Transpose", [blocks], f"{out}/moved", perm=[0, 1, 3, 5, 2, 4])
+    return b.op("Reshape", [moved, b.const(f"{node.id}.shape", [0, *node.shape[1:]], np.int64)], out)
+
+
+_RESIZE_MODES = {"nearest": "nearest", "linear": "linear", "bilinear": "linear"}
+
+
+@_emits("Upsample")
+def _upsample(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    p = node.params
+    mode = p["mode"]
+    attrs: dict[str, Any] = {"mode": _RESIZE_MODES[mode]}
+    if mode == "nearest":  # PyTorch's nearest: source index floor(dst · in / out)
+        attrs.update(coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    else:
+        corners = "align_corners" if p["align_corners"] else "pytorch_half_pixel"
+        attrs["coordinate_transformation_mode"] = corners
+    n = len(node.in_shapes["in"]) - 2
+    if p["size"] is None:  # the scale itself, as PyTorch uses it for the source coordinates
+        scales = b.const(f"{node.id}.scales", [1.0, 1.0] + [float(p["scale_factor"])] * n)
+        return b.op("Resize", [xs[0], "", scales], out, **attrs)
+    # sizes are whole shapes: the dynamic (N, C) of the input, then the fixed spatial size
+    batch_channels = b.op("Shape", xs, f"{out}/shape", start=0, end=2)
+    sizes = b.op("Concat", [batch_channels, b.const(f"{node.id}.size", node.shape[2:], np.int64)],
+                 f"{out}/sizes", axis=0)
+    return b.op("Resize", [xs[0], "", "", sizes], out, **attrs)
+
+
+_PAD_NODE_MODES = {"ZeroPad2d": "constant", "ReflectionPad2d": "reflect", "ReplicationPad2d": "edge"}
+
+
+@_emits(*_PAD_NODE_MODES)
+def _pad2d(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    left, right, top, bottom = _tuple(node.params["padding"], 4)
+    lead = [0] * (len(node.in_shapes["in"]) - 2)
+    pads = b.const(f"{node.id}.pads", [*lead, top, left, *lead, bottom, right], np.int64)
+    return b.op("Pad", [xs[0], pads], out, mode=_PAD_NODE_MODES[node.type])
 
 
 @_emits("Add", "Multiply")

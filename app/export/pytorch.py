@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from app.document import Document
+from app.document.catalogue import CLASS_LOSSES, FLOAT_TARGET_LOSSES
 
 from .data_source import DATA_OPTIONS, data_source, resolved_dataset
 from .graph import ExportError, ExportGraph, ExportNode, plan_export
 
 _RECURRENT = ("RNN", "LSTM", "GRU")
-_CLASS_LOSSES = ("CrossEntropyLoss", "NLLLoss")
-_FLOAT_TARGET_LOSSES = ("MSELoss", "L1Loss", "SmoothL1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss")
 # names the script itself uses at module level or inside forward()
 _RESERVED = {"self", "torch", "nn", "np", "math", "os", "dist", "argparse", "Path", "F"}
 _INIT_OPTIONS = {"xavier_uniform": ("init_gain", "gain"), "xavier_normal": ("init_gain", "gain"),
@@ -202,7 +201,7 @@ def _forward_lines(node: ExportNode, names: _Names) -> list[str]:
     if kind == "Multiply":
         return [f"{out} = {' * '.join(args)}"]
     if kind == "Concat":
-        return [f"{out} = torch.cat([{', '.join(args)}], dim={p['dim']})"]
+        return _wrap_call(f"{out} = ", f"torch.cat([{', '.join(args)}], dim={p['dim']})", width=92)
     if kind == "Reshape":
         shape = p["shape"] if isinstance(p["shape"], list) else [p["shape"]]
         return [f"{out} = {args[0]}.reshape({args[0]}.size(0), {', '.join(str(d) for d in shape)})"]
@@ -307,9 +306,9 @@ def _targets_mode(graph: ExportGraph, dataset_task: str | None, classes: int | N
     """How the script prepares targets, mirroring the Trainer: class indices, one-hot, a 0/1 column
     or plain floats."""
     losses = [graph.output_params(o)["loss"] for o in graph.output_ids]
-    if any(name in _CLASS_LOSSES for name in losses):
+    if any(name in CLASS_LOSSES for name in losses):
         return "index"
-    if dataset_task == "classification" and any(name in _FLOAT_TARGET_LOSSES for name in losses):
+    if dataset_task == "classification" and any(name in FLOAT_TARGET_LOSSES for name in losses):
         pred = graph.node(graph.output_ids[0]).in_shapes.get("in")
         width = pred[-1] if pred else None
         if width == classes and width and width > 1:

@@ -22,6 +22,7 @@ import engine.optim.lr_scheduler
 from app.compile import CompiledModel, build_loss, compile_document
 from app.datasets import DatasetSplit, load_dataset
 from app.document import Document, infer_shapes
+from app.document.catalogue import CLASS_LOSSES, FLOAT_TARGET_LOSSES
 
 from . import checkpoint as ckpt
 from .doctor import DoctorThresholds, TrainingDoctor, locate_nonfinite, nonfinite_finding
@@ -38,7 +39,6 @@ from .metrics import (
 )
 
 STATES = ("ready", "running", "paused", "stopping", "finished", "stopped", "early_stopped", "failed")
-_FLOAT_TARGET_LOSSES = ("MSELoss", "L1Loss", "SmoothL1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss")
 _PER_BATCH_SCHEDULES = ("OneCycleLR",)
 _OPTIMIZER_OPTIONS = {
     "SGD": ("lr", "momentum", "weight_decay", "nesterov"),
@@ -194,7 +194,7 @@ class Trainer:
         classify = ds.task == "classification"
         y_train, y_val = ds.y_train, ds.y_val
         where = f"node {out_id}"
-        if any(name in ("CrossEntropyLoss", "NLLLoss") for name in losses):
+        if any(name in CLASS_LOSSES for name in losses):
             if not classify:
                 raise TrainerError(f"{where}: {losses[0]} needs class labels, but dataset {ds.name} is a "
                                    f"{ds.task} task; use MSELoss")
@@ -203,7 +203,7 @@ class Trainer:
                                    f"dataset {ds.name} has {ds.num_classes} classes; set the last layer's "
                                    f"out_features to {ds.num_classes}")
             return y_train.astype(np.int64), y_val.astype(np.int64), True
-        if any(name in _FLOAT_TARGET_LOSSES for name in losses):
+        if any(name in FLOAT_TARGET_LOSSES for name in losses):
             if classify:  # class ids -> one-hot (or a 0/1 column for a single output)
                 width = pred[-1] if pred else None
                 if width == ds.num_classes and width and width > 1:

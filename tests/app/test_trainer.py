@@ -359,3 +359,13 @@ def test_a_huge_but_finite_gradient_norm_is_not_taken_for_an_inf():
     assert huge.dtype == engine.float32 and math.isfinite(_sq_norm(huge))
     assert _sq_norm(huge) == pytest.approx(100 * 1e40, rel=1e-5)
     assert _sq_norm(engine.tensor([1.0, float("inf")])) == math.inf
+
+
+@pytest.mark.parametrize("loss", ["MultiMarginLoss", "MultiLabelSoftMarginLoss", "HuberLoss",
+                                  "PoissonNLLLoss"])
+def test_the_newer_losses_get_the_targets_they_need_and_learn_the_classes(loss):
+    doc = make_doc(lr=0.02, epochs=5)
+    doc.set_param("loss", "loss", loss)  # class indices for MultiMarginLoss, one-hot floats for the others
+    rec = Recorder()
+    Trainer(doc, callbacks=[rec]).run()
+    assert rec.epochs[-1].val_accuracy > 0.8

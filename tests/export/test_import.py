@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 import torch
 from export_helpers import load_script
+from test_pytorch_export import NEW_LAYER_DOCS
 from torch import nn
 
 from app.document import Document, get_spec, infer_shapes, validate
@@ -40,6 +41,51 @@ def test_every_example_survives_export_then_import(example, tmp_path):
     assert back.training["optimizer"]["type"] == example.training["optimizer"]["type"]
     assert back.training["optimizer"]["lr"] == example.training["optimizer"]["lr"]
     assert [p for p in validate(back) if p.severity == "error"] == []
+
+
+@pytest.mark.parametrize("make_doc", NEW_LAYER_DOCS)
+def test_the_newer_layers_and_losses_survive_export_then_import(make_doc, tmp_path):
+    doc = make_doc()
+    back = import_target(f"{export_pytorch(doc, tmp_path / 'train_model.py')}:Model")
+    assert canonical(back)[1:] == canonical(doc)[1:]  # the Input comes back taking the dataset's shape
+    assert [p for p in validate(back) if p.severity == "error"] == []
+
+
+def test_torch_modules_and_functions_map_to_the_newer_catalogue_types():
+    import torch.nn.functional as F
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.InstanceNorm2d(9, affine=True)
+            self.act = nn.PReLU(9, init=0.1)
+            self.pad = nn.ReflectionPad2d((1, 1, 2, 2))
+            self.up = nn.Upsample(scale_factor=(2.0, 2.0), mode="bilinear")
+            self.shuffle = nn.PixelShuffle(3)
+            self.pool = nn.AdaptiveMaxPool2d((2, 4))
+            self.fc = nn.Linear(8, 6)
+
+        def forward(self, x):
+            y = self.pool(self.shuffle(F.hardswish(self.up(self.pad(self.act(self.norm(x)))))))
+            y = F.mish(torch.flatten(y, 1)).view(-1, 8)
+            return F.softmin(self.fc(F.relu6(y)), dim=1)
+
+    doc = import_module(Net(), (9, 6, 6))
+    assert [n.type for n in doc.nodes.values()] == [
+        "Input", "InstanceNorm2d", "PReLU", "ReflectionPad2d", "Upsample", "Hardswish", "PixelShuffle",
+        "AdaptiveMaxPool2d", "Flatten", "Mish", "Reshape", "ReLU6", "Linear", "Softmin", "Output"]
+    assert doc.nodes["act"].params == {"per_channel": True, "init_slope": pytest.approx(0.1)}
+    assert doc.nodes["up"].params == {"mode": "bilinear"}  # scale (2, 2) reads as the default 2.0
+    assert doc.nodes["pad"].params == {"padding": [1, 1, 2, 2]}
+    assert doc.resolved_params(next(n for n in doc.nodes if doc.nodes[n].type == "Softmin"))["dim"] == 1
+    assert [p for p in validate(doc) if p.severity == "error"] == []
+
+
+def test_a_setting_the_catalogue_cannot_hold_becomes_an_unknown_node():
+    net = nn.Sequential(nn.Upsample(scale_factor=2.0, mode="bicubic"), nn.Flatten())
+    doc = import_module(net, (1, 4, 4))
+    unknown = next(n for n in doc.nodes.values() if n.type == "Unknown")
+    assert "Upsample" in unknown.params["module"] and "bicubic" in unknown.params["module"]
 
 
 def test_module_names_become_node_ids():

@@ -7,7 +7,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 from export_helpers import engine_forward, engine_model  # noqa: E402
-from test_pytorch_export import image_doc, sequence_doc  # noqa: E402
+from test_pytorch_export import NEW_LAYER_DOCS, image_doc, resampling_doc, sequence_doc  # noqa: E402
 
 from app.document import Document  # noqa: E402
 from app.export import ExportError, export_onnx  # noqa: E402
@@ -41,7 +41,7 @@ def test_every_example_runs_in_onnxruntime_like_the_engine(example, tmp_path):
         np.testing.assert_allclose(got, engine_forward(model, x), atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("make_doc", [image_doc, sequence_doc])
+@pytest.mark.parametrize("make_doc", [image_doc, sequence_doc, *NEW_LAYER_DOCS])
 def test_many_layer_kinds_run_in_onnxruntime_like_the_engine(make_doc, tmp_path):
     doc = make_doc()
     if make_doc is sequence_doc:  # attention has no ONNX emitter; the rest of the graph does
@@ -73,3 +73,19 @@ def test_missing_weights_are_reported_with_the_node_and_name(tmp_path):
     doc.connect("fc", "out", "loss", "in")
     with pytest.raises(ExportError, match="node fc: the weights have no fc.weight"):
         export_onnx(doc, tmp_path / "m.onnx", weights={"other.weight": np.zeros((2, 3), np.float32)})
+
+
+def test_the_new_layers_export_to_the_onnx_operators_that_express_them(tmp_path):
+    model = onnx.load(str(export_onnx(resampling_doc(), tmp_path / "m.onnx")))
+    ops = {n.op_type for n in model.graph.node}
+    assert {"InstanceNormalization", "PRelu", "Pad", "DepthToSpace", "Resize", "BatchNormalization",
+            "HardSwish", "MaxPool"} <= ops
+    modes = {a.s for n in model.graph.node if n.op_type == "Pad" for a in n.attribute if a.name == "mode"}
+    assert modes == {b"constant", b"reflect", b"edge"}
+
+
+def test_adaptive_max_pooling_onnx_cannot_express_is_named_in_the_error(tmp_path):
+    doc = resampling_doc()
+    doc.set_param("amax", "output_size", [4, 5])  # 13 rows into 4: windows of different sizes
+    with pytest.raises(ExportError, match=r"node amax \(AdaptiveMaxPool2d\) from \(13, 15\) to \(4, 5\)"):
+        export_onnx(doc, tmp_path / "m.onnx")

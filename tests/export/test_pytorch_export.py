@@ -92,7 +92,61 @@ def image_doc() -> Document:
     return doc
 
 
-@pytest.mark.parametrize("make_doc", [sequence_doc, image_doc])
+def resampling_doc() -> Document:
+    """Instance norm, PReLU, padding, pixel (un)shuffle, every upsampling mode and adaptive max pooling."""
+    doc = Document()
+    _chain(doc, ("img", "Input", {"shape": [4, 8, 8], "dataset_driven": False}),
+           ("inorm", "InstanceNorm2d", {"affine": True}), ("prelu", "PReLU", {"per_channel": True}),
+           ("zpad", "ZeroPad2d", {"padding": [1, 2, 0, 1]}),  # (4, 9, 11)
+           ("rpad", "ReflectionPad2d", {"padding": 1}),  # (4, 11, 13)
+           ("epad", "ReplicationPad2d", {"padding": [0, 1, 1, 0]}),  # (4, 12, 14)
+           ("unshuffle", "PixelUnshuffle", {}), ("shuffle", "PixelShuffle", {}),
+           ("near", "Upsample", {"scale_factor": 1.5}),  # (4, 18, 21)
+           ("bilin", "Upsample", {"size": [9, 10], "scale_factor": None, "mode": "bilinear"}),
+           ("corners", "Upsample", {"scale_factor": 1.5, "mode": "bilinear",
+                                    "align_corners": True}),  # (4, 13, 15)
+           ("stats", "InstanceNorm2d", {"track_running_stats": True}), ("hswish", "Hardswish", {}),
+           ("amax", "AdaptiveMaxPool2d", {"output_size": [13, 5]}), ("flat", "Flatten", {}),
+           ("head", "Linear", {"out_features": 3}), ("loss", "Output", {"loss": "HuberLoss", "delta": 0.5}))
+    return doc
+
+
+def activation_doc() -> Document:
+    """Every newer activation side by side on the same features, then RMSNorm and Softmin."""
+    doc = Document()
+    _chain(doc, ("x", "Input", {"shape": [12], "dataset_driven": False}),
+           ("fc", "Linear", {"out_features": 12, "init": "normal", "init_std": 1.0}))  # values beyond ±3
+    doc.add_node("Concat", {}, node_id="feats")
+    for kind, params in (("ReLU6", {}), ("SELU", {}), ("CELU", {"alpha": 0.5}), ("Mish", {}),
+                         ("Hardswish", {}), ("Hardsigmoid", {}), ("Softsign", {}), ("LogSigmoid", {}),
+                         ("Tanhshrink", {}), ("Softshrink", {"lambd": 0.8}), ("Hardshrink", {}),
+                         ("PReLU", {"init_slope": -0.3})):
+        _chain(doc, ("fc", None, None), (kind.lower(), kind, params), ("feats", None, None))
+    _chain(doc, ("feats", None, None), ("rms", "RMSNorm", {}), ("head", "Linear", {"out_features": 4}),
+           ("softmin", "Softmin", {}), ("loss", "Output", {"loss": "MSELoss"}))
+    return doc
+
+
+def sequence_resampling_doc() -> Document:
+    """The 1-D resampling layers on (N, C, L): linear and nearest upsampling, adaptive pooling."""
+    doc = Document()
+    _chain(doc, ("seq", "Input", {"shape": [3, 10], "dataset_driven": False}),
+           ("inorm", "InstanceNorm1d", {"affine": True}),
+           ("lin", "Upsample", {"scale_factor": 2.0, "mode": "linear"}),  # (3, 20)
+           ("amax", "AdaptiveMaxPool1d", {"output_size": 5}),
+           ("corners", "Upsample", {"size": 9, "scale_factor": None, "mode": "linear",
+                                    "align_corners": True}),
+           ("near", "Upsample", {"size": 18, "scale_factor": None}),
+           ("aavg", "AdaptiveAvgPool1d", {"output_size": 6}), ("rms", "RMSNorm", {"normalized_dims": 2}),
+           ("flat", "Flatten", {}), ("head", "Linear", {"out_features": 2}),
+           ("loss", "Output", {"loss": "MultiMarginLoss"}))
+    return doc
+
+
+NEW_LAYER_DOCS = [resampling_doc, activation_doc, sequence_resampling_doc]
+
+
+@pytest.mark.parametrize("make_doc", [sequence_doc, image_doc, *NEW_LAYER_DOCS])
 def test_many_layer_kinds_match_the_engine_after_training_mode_statistics(make_doc, tmp_path):
     doc = make_doc()
     shape = doc.resolved_params(next(n for n in doc.nodes if doc.nodes[n].type == "Input"))["shape"]
@@ -120,7 +174,7 @@ def test_the_model_reads_like_hand_written_pytorch():
 def test_the_generated_script_passes_ruff(tmp_path):
     ruff = shutil.which("ruff")
     assert ruff is not None, "ruff is a test dependency (pip install -e '.[test]')"
-    for make_doc in (sequence_doc, image_doc):
+    for make_doc in (sequence_doc, image_doc, *NEW_LAYER_DOCS):
         path = tmp_path / f"{make_doc.__name__}.py"
         path.write_text(generate_script(make_doc()))
         proc = subprocess.run([ruff, "check", "--no-cache", "--isolated", "--select", "E,F,W,I,B",

@@ -61,7 +61,8 @@ def test_palette_lists_every_addable_type_with_tooltips_and_search_filters(qtbot
     assert all(item.toolTip(0) and not item.icon(0).isNull() for item in palette.items.values())
     qtbot.keyClicks(palette.search, "pool")
     assert set(palette.visible_types()) == {"MaxPool1d", "AvgPool1d", "MaxPool2d", "AvgPool2d",
-                                            "AdaptiveAvgPool2d"}
+                                            "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d",
+                                            "AdaptiveMaxPool1d"}
 
 
 def test_double_clicking_a_palette_item_asks_to_add_it(qtbot, editor):

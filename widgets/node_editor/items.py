@@ -222,6 +222,8 @@ class NodeItem(QGraphicsObject):
             for key in spec.key_params[:3]:
                 p = spec.param(key)
                 value = params.get(key, p.default if p else None)
+                if value is None or (p is not None and not p.applies(params)):
+                    continue  # unset or irrelevant (Upsample's size when it scales): nothing to read
                 lines.append((key, param_text(value)))
         problem = status if status is not None else (info.problem if info is not None else None)
         shape = info.shape if info is not None else None
