@@ -381,7 +381,8 @@ def poisson_nll_loss(
     input, target = _fp32(input, target)
     loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
     if full:
-        stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
+        t = target.clamp_min(1)  # the term is dropped where target <= 1: no log(0) or 0 * -inf computed there
+        stirling = t * t.log() - t + 0.5 * (2 * math.pi * t).log()
         loss = loss + stirling.masked_fill(target <= 1, 0)
     return _reduce(loss, red)
 
