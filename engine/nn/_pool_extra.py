@@ -1,12 +1,17 @@
 """More pooling as functions: adaptive average/max (1-D, 2-D), max pooling with indices, max unpooling and
-power-average (LP) pooling. Built from index ops and the existing pools, so autograd comes with them."""
+power-average (LP) pooling. Adaptive max is one fused node on the CPU; the rest are built from index ops and
+the existing pools, so autograd comes with them."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .. import dtypes as D
+from ..autograd.function import Function
+from ..autograd.grad_mode import state
+from ..autograd.naming import torch_node
 from ..ops.creation import zeros
+from ..ops.indexing import scatter_into_zeros
 from ..tensor import Tensor, _wrap_array
 from . import functional as F  # partially initialised here: used at call time only
 
@@ -65,9 +70,66 @@ def _adaptive_windows(n_in: int, n_out: int) -> np.ndarray:
     return np.minimum(start[:, None] + np.arange(longest), end[:, None] - 1)
 
 
+def _window_max(planes: np.ndarray, oh: int, ow: int):
+    """(values, flat h * W + w indices) of the max over each adaptive window of (L, H, W) planes. Ties give
+    the first position in row-major order; a window holding NaN gives its last NaN (torch's kernel)."""
+    n, h, w = planes.shape
+    if h % oh == 0 and w % ow == 0:  # equal windows that tile the plane: a reshape, no gather
+        kh, kw = h // oh, w // ow
+        win = planes.reshape(n, oh, kh, ow, kw).transpose(0, 1, 3, 2, 4).reshape(n, oh, ow, kh * kw)
+        rows = (np.arange(oh)[:, None] * kh + np.arange(kh))[:, None, :, None]
+        cols = (np.arange(ow)[:, None] * kw + np.arange(kw))[None, :, None, :]
+    else:  # every window padded to the longest by repeating its last position (same max, same first index)
+        rows = _adaptive_windows(h, oh)[:, None, :, None]
+        cols = _adaptive_windows(w, ow)[None, :, None, :]
+        flat = (rows * w + cols).reshape(-1)
+        win = np.take(planes.reshape(n, h * w), flat, 1, mode="clip").reshape(n, oh, ow, -1)
+    where = (rows * w + cols).reshape(oh, ow, -1)
+    arg = win.argmax(-1)[..., None]
+    values = np.take_along_axis(win, arg, -1)[..., 0]
+    nan = np.isnan(values)
+    if nan.any():
+        last = where.shape[-1] - 1 - np.isnan(win[nan][:, ::-1]).argmax(-1)
+        arg[nan, 0] = last
+    idx = np.take_along_axis(np.broadcast_to(where, (n,) + where.shape), arg, -1)[..., 0]
+    return values, idx
+
+
+class AdaptiveMaxPool2d(Function):
+    """Max over adaptive windows in one node; backward adds each gradient at its max's position."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, oh, ow):
+        *lead, h, w = x._shape
+        values, idx = _window_max(x._arr.reshape(-1, h, w), oh, ow)
+        ctx.in_shape, ctx.idx = x._shape, idx
+        ctx.overlap = h % oh != 0 or w % ow != 0
+        return values.reshape(*lead, oh, ow), idx.reshape(*lead, oh, ow)
+
+    @staticmethod
+    def backward(ctx, g, _):
+        n, (h, w) = ctx.idx.shape[0], ctx.in_shape[-2:]
+        if state.grad_enabled:  # create_graph: a scatter that autograd differentiates (its backward gathers)
+            idx = _wrap_array(ctx.idx.reshape(n, -1))
+            gi = scatter_into_zeros((n, h * w), 1, idx, g.reshape(n, -1))
+            return gi.reshape(ctx.in_shape), None, None
+        pos = (ctx.idx.reshape(n, -1) + np.arange(n)[:, None] * (h * w)).reshape(-1)
+        gi = np.zeros(n * h * w, g._arr.dtype)
+        if ctx.overlap:  # windows share positions: accumulate
+            np.add.at(gi, pos, g._arr.reshape(-1))
+        else:
+            gi[pos] = g._arr.reshape(-1)
+        return _wrap_array(gi.reshape(ctx.in_shape)), None, None
+
+
+_ADAPTIVE_MAX = torch_node(AdaptiveMaxPool2d, "AdaptiveMaxPool2DBackward0")
+
+
 def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
-    """Max over torch's adaptive windows: gather every window (padded by repeating its last element) with two
-    index_selects, then max over the window. Indices are flat h * W + w positions, like torch's."""
+    """Max over torch's adaptive windows, one fused node on the CPU (see _window_max); on a GPU, windows
+    gathered with index_select. Indices are flat h * W + w positions, like torch's."""
     if input.ndim not in (3, 4):
         raise RuntimeError(f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got: {list(input._shape)}")
     h, w = input._shape[-2:]
@@ -86,6 +148,16 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
         raise NotImplementedError(
             f"\"adaptive_max_pool2d\" not implemented for '{D.scalar_type_name(input._dtype)}'"
         )
+    if not input.is_cuda and input.numel() and oh and ow:
+        values, idx = _ADAPTIVE_MAX.apply(input, oh, ow)
+        return (values, idx) if return_indices else values
+    return _adaptive_max_by_index_ops(input, oh, ow, return_indices)
+
+
+def _adaptive_max_by_index_ops(input: Tensor, oh: int, ow: int, return_indices: bool):
+    """The GPU path: every window (padded by repeating its last element) gathered with two index_selects,
+    then a max over the window."""
+    h, w = input._shape[-2:]
     rows, cols = _adaptive_windows(h, oh), _adaptive_windows(w, ow)
     lead = input._shape[:-2]
     x = input.index_select(-2, _wrap_array(rows.reshape(-1))).index_select(-1, _wrap_array(cols.reshape(-1)))

@@ -1,8 +1,10 @@
-"""Resampling layers as functions: pixel/channel shuffle (views), interpolate (index_select + weights per
-spatial dim, so autograd comes from the index ops) and unfold/fold (im2col/col2im, each other's adjoint)."""
+"""Resampling layers as functions: pixel/channel shuffle (views), interpolate (one node gathering 1, 2 or 4
+taps per spatial dim; its backward is the adjoint gather) and unfold/fold (im2col/col2im, each other's
+adjoint)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -157,7 +159,8 @@ def _taps(n_in, n_out, scale, mode, align_corners, t, dims):
 
 
 def _resample_dim(x: Tensor, dim: int, taps) -> Tensor:
-    """sum over taps of x.index_select(dim, idx) * w, or a broadcast copy when each input repeats k times."""
+    """sum over taps of x.index_select(dim, idx) * w, or a broadcast copy when each input repeats k times.
+    The index-op path: differentiable through index_select, on any device (GPU tensors take it)."""
     (idx, w), n_in, n_out = taps[0], x._shape[dim], len(taps[0][0])
     k = n_out // n_in if n_in else 0
     if len(taps) == 1 and w is None and k and n_out == k * n_in and (idx == np.arange(n_out) // k).all():
@@ -170,6 +173,169 @@ def _resample_dim(x: Tensor, dim: int, taps) -> Tensor:
             term = term * _wrap_array(w.astype(x._dtype.np).reshape((-1,) + (1,) * (x.ndim - 1 - dim)))
         out = term if out is None else out + term
     return out
+
+
+# The CPU path: one graph node. Along each dim, out[j] = sum_k w_k[j] * x[idx_k[j]] (torch's taps), done as
+# one np.take per tap and a multiply-add. The adjoint is a gather too: input i sums w * g[j] over the few
+# (j, i) pairs of all taps, listed per rank in j order, a missing pair reading an appended zero (0 * inf is
+# NaN, so no clamped index with a zero weight). Planes go through every dim in chunks that stay in cache.
+_CHUNK_BYTES = 1 << 18
+
+
+def _adjoint_taps(n_in: int, n_out: int, taps) -> tuple:
+    """[(output positions, weights or None, where)]: the adjoint as gathers. Tap r holds the r-th pair of each
+    input position (pairs in j order); `where` is None when it reaches every input (a missing one reads the
+    zero appended to the gradient), else the slice or few positions it adds into."""
+    j = np.concatenate([np.arange(n_out)] * len(taps))
+    i = np.concatenate([idx for idx, _ in taps])
+    order = np.lexsort((j, i))  # by input position, then output position
+    j, i = j[order], i[order]
+    w = None if taps[0][1] is None else np.concatenate([w for _, w in taps])[order]
+    rank = np.arange(len(i)) - np.searchsorted(i, i)
+    out = []
+    for r in range(int(rank.max()) + 1):
+        sel = rank == r
+        cols, jr, wr = i[sel], j[sel], None if w is None else w[sel]
+        if len(cols) == n_in:
+            out.append((jr, wr, None))
+        elif cols[-1] - cols[0] + 1 == len(cols):
+            out.append((jr, wr, slice(int(cols[0]), int(cols[-1]) + 1)))
+        elif len(cols) * 4 <= n_in:
+            out.append((jr, wr, cols))
+        else:
+            full_j = np.full(n_in, n_out)  # n_out: the zero appended to the gradient
+            full_j[cols] = jr
+            full_w = None
+            if wr is not None:
+                full_w = np.zeros(n_in, wr.dtype)
+                full_w[cols] = wr
+            out.append((full_j, full_w, None))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _dim_plan(n_in, n_out, scale, mode, align_corners, t, dims):
+    """(forward taps, adjoint taps, whether the adjoint reads an appended zero) that resample one dim, or None
+    when the dim is copied unchanged."""
+    taps = _taps(n_in, n_out, scale, mode, align_corners, t, dims)
+    if len(taps) == 1 and taps[0][1] is None and n_out == n_in and (taps[0][0] == np.arange(n_in)).all():
+        return None
+    adjoint = _adjoint_taps(n_in, n_out, taps)
+    padded = any(where is None and (j == n_out).any() for j, _, where in adjoint)
+    return tuple((idx, w, None) for idx, w in taps), adjoint, padded
+
+
+def _gather_taps(a: np.ndarray, axis: int, n: int, taps) -> np.ndarray:
+    """Length n along `axis`: the sum over taps of np.take(a, idx, axis) * w (weights broadcast along `axis`),
+    each added everywhere or only where the tap says (copies)."""
+    shape = (-1,) + (1,) * (a.ndim - 1 - axis)
+    out = None
+    for idx, w, where in taps:
+        term = np.take(a, idx, axis, mode="clip")
+        if w is not None:
+            term *= w.astype(a.dtype, copy=False).reshape(shape)  # half precision: weights in its dtype
+        if where is None and out is None:
+            out = term
+            continue
+        if out is None:
+            out = np.zeros(a.shape[:axis] + (n,) + a.shape[axis + 1:], a.dtype)
+        if where is None:
+            out += term
+        else:
+            out[(slice(None),) * axis + (where,)] += term  # positions unique within a tap
+    return out
+
+
+def _with_zero(a: np.ndarray, axis: int) -> np.ndarray:
+    """a with one zero appended along `axis` (copies)."""
+    shape = list(a.shape)
+    shape[axis] += 1
+    out = np.empty(shape, a.dtype)
+    out[(slice(None),) * axis + (slice(0, a.shape[axis]),)] = a
+    out[(slice(None),) * axis + (a.shape[axis],)] = 0
+    return out
+
+
+class _ResamplePlan:
+    """Per spatial dim, in the order they are resampled: (axis, input size, output size, forward and adjoint
+    taps). Planes (the flattened batch and channel dims) are processed a cache-sized chunk at a time."""
+
+    def __init__(self, steps, in_spatial, out_spatial):
+        self.steps, self.in_spatial, self.out_spatial = steps, in_spatial, out_spatial
+
+    def _run(self, a: np.ndarray, src_spatial, dst_spatial, adjoint: bool) -> np.ndarray:
+        lead = a.shape[:2]
+        planes = a.reshape((-1,) + tuple(src_spatial))
+        out = np.empty((planes.shape[0],) + tuple(dst_spatial), a.dtype)
+        steps = reversed(self.steps) if adjoint else self.steps
+        steps = [(axis - 1, n_in if adjoint else n_out, plan[1] if adjoint else plan[0], adjoint and plan[2])
+                 for axis, n_in, n_out, plan in steps]
+        per_plane = a.itemsize * max(math.prod(src_spatial), math.prod(dst_spatial))
+        step = max(1, _CHUNK_BYTES // max(per_plane, 1))
+        for s in range(0, planes.shape[0], step):
+            c = planes[s:s + step]
+            for axis, n, taps, padded in steps:
+                c = _gather_taps(_with_zero(c, axis) if padded else c, axis, n, taps)
+            out[s:s + step] = c
+        return out.reshape(lead + tuple(dst_spatial))
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        return self._run(a, self.in_spatial, self.out_spatial, False)
+
+    def adjoint(self, g: np.ndarray) -> np.ndarray:
+        return self._run(g, self.out_spatial, self.in_spatial, True)
+
+
+class Resample(Function):
+    """Separable interpolation in one node, or (transposed) its adjoint: each output gradient added into the
+    inputs it was interpolated from. Each is the other's backward, so it is differentiable any number of
+    times. `names` are the torch node names of (forward, adjoint)."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, plan, names, transposed):
+        ctx.plan, ctx.names, ctx.transposed = plan, names, transposed
+        return plan.adjoint(x._arr) if transposed else plan.forward(x._arr)
+
+    @staticmethod
+    def backward(ctx, g):
+        back = not ctx.transposed
+        return torch_node(Resample, ctx.names[back]).apply(g, ctx.plan, ctx.names, back), None, None, None
+
+
+_NODE_MODES = {"nearest": "Nearest", "nearest-exact": "NearestExact", "linear": "Linear",
+               "bilinear": "Bilinear", "trilinear": "Trilinear", "bicubic": "Bicubic"}
+
+
+def _resample_by_index_ops(input: Tensor, out_size, scales, mode: str, align_corners: bool) -> Tensor:
+    """The GPU path: every spatial dim resampled with index_select and weighted sums."""
+    dims, spatial, x = input.ndim - 2, input._shape[2:], input
+    t = np.float64 if input._dtype is D.float64 else np.float32
+    for k in range(dims):
+        x = _resample_dim(x, 2 + k, _taps(spatial[k], out_size[k], scales[k], mode, align_corners, t, dims))
+    return x
+
+
+def _resample(input: Tensor, out_size, scales, mode: str, align_corners: bool) -> Tensor:
+    """Resample every spatial dim: one fused node on the CPU, index ops elsewhere."""
+    if input.is_cuda:
+        return _resample_by_index_ops(input, out_size, scales, mode, align_corners)
+    dims = input.ndim - 2
+    spatial = input._shape[2:]
+    t = np.float64 if input._dtype is D.float64 else np.float32
+    # shrinking dims first, then growing ones; among dims that grow alike the last axis first, as gathering
+    # single elements is slower than gathering rows, so it gets the smaller array
+    order = sorted(range(dims), key=lambda k: (out_size[k] / spatial[k], -k))
+    steps = []
+    for k in order:
+        plan = _dim_plan(spatial[k], out_size[k], scales[k], mode, align_corners, t, dims)
+        if plan is not None:
+            steps.append((2 + k, spatial[k], out_size[k], plan))
+    node = f"Upsample{_NODE_MODES[mode]}{dims}DBackward"
+    names = (node + "0", node + "Backward0")
+    plan = _ResamplePlan(tuple(steps), tuple(spatial), tuple(out_size))
+    return torch_node(Resample, names[0]).apply(input, plan, names, False)
 
 
 def _area(input: Tensor, out_size) -> Tensor:
@@ -208,8 +374,8 @@ def interpolate(
 ) -> Tensor:
     """torch's F.interpolate for 3-D, 4-D and 5-D input: nearest(-exact), (bi/tri)linear, bicubic, area.
 
-    Separable: each spatial dim is resampled by index_select of 1, 2 or 4 taps and a weighted sum, with
-    torch's source-coordinate arithmetic (float32 for nearest, the input's precision otherwise)."""
+    Separable: each spatial dim is resampled by gathering 1, 2 or 4 taps and a weighted sum, with torch's
+    source-coordinate arithmetic (float32 for nearest, the input's precision otherwise)."""
     dims = input.ndim - 2
     spatial = input._shape[2:]
     if size is not None and scale_factor is not None:
@@ -259,12 +425,7 @@ def interpolate(
     if mode == "area":
         return _area(input, out_size)
     _check_sizes(input, out_size)
-    t = np.float64 if input._dtype is D.float64 else np.float32
-    x = input
-    for k in range(dims):
-        taps = _taps(spatial[k], out_size[k], scales[k], mode, bool(align_corners), t, dims)
-        x = _resample_dim(x, 2 + k, taps)
-    return x
+    return _resample(input, out_size, scales, mode, bool(align_corners))
 
 
 def _deprecated(name: str) -> None:

@@ -47,6 +47,8 @@ FUNCTIONAL = [
     ("linear", lambda F, x: F.interpolate(x, size=9, mode="linear"), [(2, 3, 4)]),
     ("linear-align", lambda F, x: F.interpolate(x, size=9, mode="linear", align_corners=True), [(2, 3, 4)]),
     ("linear-down-scale", lambda F, x: F.interpolate(x, scale_factor=0.45, mode="linear"), [(2, 3, 9)]),
+    ("linear-down-irregular", lambda F, x: F.interpolate(x, size=5, mode="linear"), [(1, 2, 8)]),
+    ("linear-same-size", lambda F, x: F.interpolate(x, size=6, mode="linear"), [(1, 2, 6)]),
     ("bilinear", lambda F, x: F.interpolate(x, size=(6, 4), mode="bilinear"), [(2, 3, 4, 5)]),
     ("bilinear-align-scale", lambda F, x: F.interpolate(x, scale_factor=1.7, mode="bilinear",
                                                         align_corners=True), [(2, 3, 3, 4)]),
@@ -76,6 +78,8 @@ FUNCTIONAL = [
     ("adaptive_max_pool1d", lambda F, x: F.adaptive_max_pool1d(x, 4, return_indices=True), [(2, 3, 9)]),
     ("adaptive_max_pool2d", lambda F, x: F.adaptive_max_pool2d(x, (3, 4), True), [(2, 2, 7, 6)]),
     ("adaptive_max_pool2d-none-up", lambda F, x: F.adaptive_max_pool2d(x, (None, 7)), [(3, 5, 4)]),
+    ("adaptive_max_pool2d-tiling", lambda F, x: F.adaptive_max_pool2d(x, (2, 3), True), [(2, 2, 6, 6)]),
+    ("adaptive_max_pool2d-global", lambda F, x: F.adaptive_max_pool2d(x, 1, True), [(2, 3, 4, 5)]),
     ("max_pool2d_with_indices", lambda F, x: F.max_pool2d_with_indices(x, 3, 2, 1), [(2, 3, 7, 6)]),
     ("max_pool1d_with_indices", lambda F, x: F.max_pool1d_with_indices(x, 2, ceil_mode=True), [(2, 3, 7)]),
     ("max_unpool2d", lambda F, x: F.max_unpool2d(x, _T(F, IDX_2D), 2), [(2, 3, 2, 3)]),
@@ -223,6 +227,48 @@ def test_gradient_is_the_adjoint_of_the_forward_where_torchs_is_not(shape, kw):
     t_ok = torch.autograd.gradcheck(lambda x: torch.nn.functional.interpolate(x, **kw),
                                     torch.tensor(a, requires_grad=True), raise_exception=False)
     assert not t_ok, "torch's backward now matches its forward: compare gradients in the main sweep instead"
+
+
+# interpolate's CPU node and its GPU path (index_select and weighted sums) must agree, values and gradients
+INDEX_OP_PATH = [
+    ((2, 3, 5, 6), (10, 12), "bilinear", False), ((1, 2, 4, 7), (9, 5), "bicubic", True),
+    ((2, 2, 7), (5,), "linear", False), ((1, 2, 3, 4, 5), (6, 8, 2), "nearest", False),
+    ((1, 2, 5, 4), (3, 9), "nearest-exact", False),
+]
+
+
+@pytest.mark.parametrize("shape,size,mode,align", INDEX_OP_PATH, ids=[c[2] for c in INDEX_OP_PATH])
+def test_interpolate_node_matches_its_index_op_path(shape, size, mode, align):
+    from engine.nn._resample import _resample, _resample_by_index_ops
+
+    x = engine.tensor(f(*shape), requires_grad=True)
+    g = engine.tensor(f(shape[0], shape[1], *size))
+    grads = []
+    for path in (_resample, _resample_by_index_ops):
+        y = path(x, list(size), [None] * len(size), mode, align)
+        grads.append((y, engine.autograd.grad((y * g).sum(), x)[0]))
+    _close(grads[0][0], grads[1][0], "output")
+    _close(grads[0][1], grads[1][1], "gradient")
+
+
+@pytest.mark.parametrize("size", [(3, 4), (2, 5), (1, 1)])
+def test_adaptive_max_pool2d_node_matches_its_index_op_path(size):
+    from engine.nn._pool_extra import _adaptive_max_by_index_ops
+
+    a = np.round(f(2, 3, 6, 10), 1)  # ties, broken by the first position in both
+    a[0, 1, 2, 3] = a[1, 2, 0, 0] = a[1, 2, 5, 9] = np.nan
+    x = engine.tensor(a, requires_grad=True)
+    fused = enn.functional.adaptive_max_pool2d(x, size, True)
+    by_index = _adaptive_max_by_index_ops(x, *size, True)
+    t = torch.nn.functional.adaptive_max_pool2d(torch.tensor(a), size, True)
+    np.testing.assert_array_equal(fused[1].numpy(), t[1].numpy())  # a window with NaN: its last NaN
+    np.testing.assert_array_equal(fused[0].detach().numpy(), t[0].numpy())
+    finite = ~np.isnan(t[0].numpy())
+    np.testing.assert_array_equal(by_index[0].detach().numpy()[finite], t[0].numpy()[finite])
+    g = engine.tensor(np.where(finite, f(*t[0].shape), 0.0))
+    for y in (fused[0], by_index[0]):
+        _close(engine.autograd.grad((y * g).sum(), x)[0], engine.autograd.grad((fused[0] * g).sum(), x)[0],
+               "gradient")
 
 
 def test_upsample_functions_warn_like_torch():
