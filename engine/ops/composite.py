@@ -19,6 +19,8 @@ _t = E._is_t
 def _float_operands(a, b):
     """Arrays for a binary op whose result is floating (integers promote to the default dtype)."""
     A, B, dt = E._operands(a, b)
+    if not dt.is_floating_point:  # a scalar keeps its value, not its integer wrap (uint8 and -1: -1.0)
+        A, B = (A if _t(a) else a), (B if _t(b) else b)
     A, fdt = E._as_float(A, dt)
     B, _ = E._as_float(B, dt)
     return A, B, fdt
@@ -338,7 +340,7 @@ def _split_along(t: Tensor, sections, dim: int, name: str, min_dim: int):
         raise RuntimeError(f"torch.{name} requires a tensor with at least {min_dim} dimension, but got a "
                            f"tensor with {t.ndim} dimensions!")
     if isinstance(sections, int):
-        if t._shape[dim] % sections:
+        if sections == 0 or t._shape[dim] % sections:  # (0 sections is torch's "not divisible" too)
             raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the size of the "
                                f"dimension {t._shape[dim]} is not divisible by the split_size {sections}!")
         return t.tensor_split(sections, dim)

@@ -65,6 +65,24 @@ def _infer_dtype(data) -> D.dtype:
     return out
 
 
+def storable(values, dt: D.dtype) -> np.ndarray:
+    """Python numbers (or an array NumPy made of them) stored as dtype `dt` the way torch stores a scalar
+    (tensor(), full, fill_, setitem, clamp and masked_fill bounds): an integer dtype refuses a value it
+    cannot hold, except that a negative int wraps into an unsigned dtype down to -max (uint8: -1 is 255)."""
+    arr = np.asarray(values)
+    if dt._cat != 1 or arr.dtype.kind not in "iuf":
+        return arr.astype(dt.np)
+    info = np.iinfo(dt.np)
+    with np.errstate(invalid="ignore"):
+        if arr.dtype.kind == "f":  # NaN and inf never fit; truncation toward zero happens after the check
+            bad = ~np.isfinite(arr) | (arr < info.min) | (arr > info.max)
+        else:
+            bad = (arr > info.max) | (arr < (-int(info.max) if info.min == 0 else info.min))
+        if bad.any():
+            raise RuntimeError(f"value cannot be converted to type {dt.np.name} without overflow")
+        return arr.astype(dt.np)
+
+
 def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """Copies `data` (a number, nested lists, a NumPy array or a Tensor) into a new leaf tensor."""
     if isinstance(data, Tensor):
@@ -83,8 +101,12 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
             data = _tensors_to_lists(data)
         try:
             arr = np.array(data, dtype=dt.np)
-        except ValueError:
-            raise ValueError(_ragged_message(data)) from None
+        except (ValueError, OverflowError) as exc:
+            # NumPy refuses -1 as uint8 and NaN as int64; torch wraps the one and refuses the other
+            try:
+                arr = storable(np.array(data), dt)
+            except ValueError:
+                raise ValueError(_ragged_message(data)) from exc
     if arr.dtype != dt.np:
         arr = arr.astype(dt.np)
     # not np.ascontiguousarray: it turns a 0-d array into shape (1,)
@@ -196,8 +218,9 @@ def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False)
         dtype = D.scalar_dtype(fill_value) if not isinstance(fill_value, Tensor) else fill_value.dtype
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
+    value = storable(fill_value, D.as_dtype(dtype))  # uint8 and -1 is 255; int32 and NaN raises, as in torch
     return _finish(
-        np.full(_size((size,) if isinstance(size, int) else (size,)), fill_value, dtype=D.as_dtype(dtype).np),
+        np.full(_size((size,) if isinstance(size, int) else (size,)), value),
         device,
         requires_grad,
     )

@@ -16,6 +16,7 @@ from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad, state
 from ..autograd.naming import torch_node
 from ..tensor import Tensor, _copy_channels_last, _copy_preserving_layout, _wrap_array
+from .creation import storable
 
 
 def _is_t(x) -> bool:
@@ -87,10 +88,6 @@ def _as_float(arr, dt: D.dtype):
 
 def _has_nan(t: Tensor) -> bool:
     return t._dtype.is_floating_point and bool(np.isnan(t._arr).any())
-
-
-def _sc(x):
-    return x._arr if _is_t(x) else x
 
 
 # ----------------------------------------------------------------------------- binary arithmetic
@@ -173,7 +170,7 @@ class Div(Function):
             return np.true_divide(A, B)
         ctx.rounding = rounding_mode
         if not dt.is_floating_point and rounding_mode in ("floor", "trunc"):
-            _check_int_divisor(B)
+            _check_int_divisor(A, B)
         if rounding_mode == "floor":
             return np.floor_divide(A, B)
         if rounding_mode == "trunc":
@@ -199,8 +196,9 @@ class Div(Function):
         return ga, gb
 
 
-def _check_int_divisor(B) -> None:
-    if np.any(np.asarray(B) == 0):
+def _check_int_divisor(A, B) -> None:
+    """Integer division by zero raises, but only when some element is divided: an empty result is fine."""
+    if np.broadcast(A, B).size and np.any(np.asarray(B) == 0):
         raise RuntimeError("ZeroDivisionError")
 
 
@@ -214,14 +212,16 @@ class Pow(Function):
             A, _ = _as_float(A, dt)
         ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None)
         ctx.sa, ctx.sb = (None if _is_t(a) else a), (None if _is_t(b) else b)
-        if dt._cat == 1 and np.any(np.asarray(B) < 0):
+        if dt._cat == 1 and np.any(np.asarray(B if _is_t(b) else b) < 0):  # b, not its uint8 wrap
             if not _is_t(b):
                 raise RuntimeError("Integers to negative integer powers are not allowed.")
             return _int_pow_negative(A, B)
+        if dt._cat == 1 and not _is_t(b):
+            storable(b, dt)  # an exponent the dtype cannot hold raises (uint8 ** 300), as in torch
         if B.__class__ is float and B == -0.5 and A.dtype.kind == "f":
             out = np.reciprocal(np.sqrt(A))  # torch's rsqrt: -inf at -0.0, NaN at -inf (power: inf, 0)
-        else:
-            out = np.power(A, B)
+        else:  # NumPy powers a bool array to int8; torch keeps bool (True ** True is True)
+            out = np.power(A, B).astype(dt.np, copy=False) if dt is D.bool_ else np.power(A, B)
         ctx.out = out
         return out
 
@@ -250,7 +250,7 @@ def _int_pow_negative(A, B):
     """Integer powers with some negative exponents, as torch computes them: 1 ** -n = 1, (-1) ** -n = ±1, and
     x ** -n = 0 (1 / x truncated) for every other x."""
     A, B = np.broadcast_arrays(A, B)
-    out = np.power(A, np.maximum(B, 0))
+    out = np.asarray(np.power(A, np.maximum(B, 0)))  # 0-d operands give a NumPy scalar; write into an array
     neg = B < 0
     out[neg] = np.where(A[neg] == 1, 1, np.where(A[neg] == -1, 1 - 2 * (B[neg] & 1), 0))
     return out
@@ -437,13 +437,18 @@ class Remainder(Function):
             name = "fmod" if truncate else "remainder"
             raise NotImplementedError(f'"{name}_cpu" not implemented for \'Bool\'')
         if not dt.is_floating_point:
-            _check_int_divisor(B)
+            _check_int_divisor(A, B)
         if ctx.needs_input_grad[1:2] == (True,):  # (no graph: an empty tuple)
             with np.errstate(divide="ignore", invalid="ignore"):  # the quotient div(rounding_mode=) gives
                 q = np.trunc(np.true_divide(A, B)) if truncate else np.floor_divide(A, B)
             ctx.q = q.astype(dt.np, copy=False)
         with np.errstate(invalid="ignore", divide="ignore"):  # x % 0.0 is nan, silently as in torch
-            return np.fmod(A, B) if truncate else np.remainder(A, B)
+            if truncate or not dt.is_floating_point:
+                return np.fmod(A, B) if truncate else np.remainder(A, B)
+            # torch's remainder is fmod moved into b's sign, so a zero keeps a's sign (-4 % 2 is -0.0);
+            # NumPy's gives a zero b's sign
+            r = np.fmod(A, B)
+            return np.where((r != 0) & ((r < 0) != (np.asarray(B) < 0)), r + B, r)
 
     @staticmethod
     def backward(ctx, g):
@@ -739,7 +744,7 @@ def _erf_cody(x):
 Erf, erf = _unary("Erf", _erf_np, lambda g, x, out: g * (2 / math.sqrt(math.pi)) * (-(x * x)).exp())
 # erfc = 1 - erf loses every digit past x ~ 4 in float32; math.erfc keeps them (one Python call an element)
 _ERFC = np.frompyfunc(math.erfc, 1, 1)
-Erfc, erfc = _unary("Erfc", lambda a: _ERFC(a).astype(a.dtype),
+Erfc, erfc = _unary("Erfc", lambda a: np.asarray(_ERFC(a)).astype(a.dtype),  # (a 0-d a gives a Python float)
                     lambda g, x, out: g * (-2 / math.sqrt(math.pi)) * (-(x * x)).exp())
 Asinh, asinh = _unary("Asinh", np.arcsinh, lambda g, x, out: g * (x * x + 1).rsqrt())
 Acosh, acosh = _unary("Acosh", np.arccosh, lambda g, x, out: g * (x * x - 1).rsqrt())
@@ -771,10 +776,10 @@ class Clamp(Function):
         if dt._cat != 2 or _is_t(lo) or _is_t(hi):  # int64 with float bounds is float32, as in torch
             dt = D.result_type(x, lo, hi)
             a = a.astype(dt.np, copy=False)
-        if lo is not None:
-            a = np.maximum(a, _sc(lo))
+        if lo is not None:  # a scalar bound is stored in the result's dtype: uint8 clamp(min=-1) is 255
+            a = np.maximum(a, lo._arr if _is_t(lo) else storable(lo, dt))
         if hi is not None:
-            a = np.minimum(a, _sc(hi))
+            a = np.minimum(a, hi._arr if _is_t(hi) else storable(hi, dt))
         return a.astype(dt.np, copy=False)
 
     @staticmethod
@@ -825,7 +830,9 @@ class Where(Function):
     @staticmethod
     def forward(ctx, cond, a, b):
         if _is_t(a) or _is_t(b):
-            A, B, _ = _operands(a, b)
+            A, B, dt = _operands(a, b)
+            if dt._cat == 1:  # a scalar is stored, not wrapped: uint8 with 300 raises, as in torch
+                A, B = (A if _is_t(a) else storable(a, dt)), (B if _is_t(b) else storable(b, dt))
         else:
             A, B = a, b
         c = cond._arr if cond._dtype is D.bool_ else cond._arr.astype(bool)
@@ -1055,7 +1062,7 @@ def _check_inplace(t: Tensor) -> None:
             raise RuntimeError(
                 "a view of a leaf Variable that requires grad is being used in an in-place operation."
             )
-    if 0 in t._strides:
+    if 0 in t._strides and 0 not in t._shape:  # an empty tensor has no element to write twice
         for n, s in zip(t._shape, t._strides):
             if s == 0 and n > 1:
                 raise RuntimeError(
@@ -1212,7 +1219,7 @@ AsStridedBackward0 = torch_node(AsStridedView, "AsStridedBackward0")
 # fast in-place arithmetic: no graph needed (optimiser updates run here)
 def _fast_inplace(np_fn, name, t: Tensor, other, alpha=1):
     _check_inplace(t)
-    B = other._arr if _is_t(other) else other
+    B = other._arr if _is_t(other) else _wrap_int_scalar(other, t._dtype)  # uint8 sub_(-2) wraps
     if _is_t(other):
         if other._dtype._cat > t._dtype._cat:
             _cast_error(other._dtype, t._dtype)
@@ -1290,6 +1297,7 @@ def fill_(t: Tensor, value) -> Tensor:
     if _is_t(value):
         return copy_(t, value.expand(t._shape) if value._shape != t._shape else value)
     _check_inplace(t)
+    value = storable(value, t._dtype)  # uint8 fill_(-1) is 255; int fill_(nan) raises, as in torch
     if _needs_graph(t, ()):
         return inplace(t, lambda s: (s * 0 + value).detach().to(t._dtype), op_name="fill_", needs_old=False)
     t._arr[...] = value

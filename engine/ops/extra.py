@@ -445,7 +445,7 @@ def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *,
     return _quantile(input, q, dim, keepdim, interpolation, True)
 
 
-NanmedianBackward0 = torch_node(SO.TakeAlong, "NanmedianBackward0")  # nanmedian()
+NanmedianBackward0 = torch_node(SO.TakeOneShared, "NanmedianBackward0")  # nanmedian()
 NanmedianBackward1 = torch_node(SO.TakeAlong, "NanmedianBackward1")  # nanmedian(dim)
 ModeBackward0 = torch_node(SO.TakeAlong, "ModeBackward0")
 

@@ -10,6 +10,7 @@ from ..autograd.function import Function
 from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
 from . import elementwise as E
+from .creation import storable
 from .views import basic_getitem
 
 
@@ -149,7 +150,11 @@ class IndexPut(Function):
         if accumulate:
             x._storage.backend.scatter_add(out, idx, val)
         else:
-            out[idx] = val
+            try:
+                out[idx] = val
+            except ValueError:  # NumPy's broadcast complaint, in torch's words
+                raise RuntimeError(f"shape mismatch: value tensor of shape {list(np.shape(val))} cannot be "
+                                   f"broadcast to indexing result of shape {list(out[idx].shape)}") from None
         return out
 
     @staticmethod
@@ -202,7 +207,7 @@ def setitem(x: Tensor, index, value) -> None:
             E.copy_(view, value)
         else:
             E._check_inplace(x)
-            view._arr[...] = value
+            view._arr[...] = storable(value, x._dtype)
             x._storage.version += 1
         return
     idx = _array_index(index, x)
@@ -472,7 +477,7 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
         )
     # the value takes the input's dtype (1.5 fills an int64 tensor with 1), like PyTorch
     dt = input._dtype
-    value = value.to(dt) if isinstance(value, Tensor) else _wrap_array(np.array(value, dt.np))
+    value = value.to(dt) if isinstance(value, Tensor) else _wrap_array(storable(value, dt))
     return MaskedFillBackward0.apply(mask, value, input)
 
 

@@ -313,7 +313,7 @@ AmaxBackward0, AminBackward0 = torch_node(MaxMin, "AmaxBackward0"), torch_node(M
 def _reduce_extreme(node, input, dim, keepdim, is_max, name):
     """max()/amax(): values over `dim` (all dims when None or ()), PyTorch's checks for empty inputs."""
     axes = _axes(input, dim if dim != () else None)
-    if dim is None and input.numel() == 0:
+    if dim in (None, ()) and input.numel() == 0:  # amax() of nothing, as max()
         raise RuntimeError(
             f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
             "reduction dim with the 'dim' argument."
@@ -532,7 +532,16 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         p = math.inf
     elif isinstance(p, str):
         raise RuntimeError(f"norm(): unsupported norm type {p!r} for a vector norm")
-    return LinalgVectorNormBackward0.apply(input, float(p), _axes(input, dim), keepdim)
+    axes = _axes(input, dim)
+    if p < 0 or p == math.inf:  # max/min-like norms have no value for nothing
+        what = f"linalg.vector_norm cannot compute the {float(p):g} norm on"
+        if dim is None and input.numel() == 0:
+            raise RuntimeError(f"{what} an empty tensor because the operation does not have an identity")
+        for a in axes if dim is not None else ():
+            if not input._shape[a]:
+                raise RuntimeError(f"{what} the dimension {a} because this dimension is empty and the "
+                                   "operation does not have an identity")
+    return LinalgVectorNormBackward0.apply(input, float(p), axes, keepdim)
 
 
 class Nansum(Function):
@@ -572,6 +581,12 @@ aminmax_result = namedtuple("aminmax", ["min", "max"])
 
 def aminmax(input, *, dim=None, keepdim=False):
     dims = () if dim is None else dim
+    if input.numel() == 0 and dim is None:
+        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has "
+                           "no identity.")
+    d = S.wrap_dim(dim, input.ndim) if dim is not None and input.ndim else None
+    if d is not None and not input._shape[d]:
+        raise IndexError(f"aminmax: Expected reduction dim {d} to have non-zero size.")
     return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
 
 
@@ -791,6 +806,8 @@ class Softmax(Function):
             raise NotImplementedError(
                 f"\"softmax_lastdim_kernel_impl\" not implemented for '{D.scalar_type_name(x._dtype)}'")
         ctx.d = d
+        if not a.size:  # an empty batch: nothing to normalise (and max() of nothing would raise)
+            return a.copy()
         e = np.exp(a - np.max(a, axis=d, keepdims=True))
         e /= np.sum(e, axis=d, keepdims=True)
         return e
@@ -813,6 +830,8 @@ class LogSoftmax(Function):
             raise NotImplementedError(
                 f"\"log_softmax_lastdim_kernel_impl\" not implemented for '{D.scalar_type_name(x._dtype)}'")
         ctx.d = d
+        if not a.size:  # as in Softmax
+            return a.copy()
         s = a - np.max(a, axis=d, keepdims=True)
         s -= np.log(np.sum(np.exp(s), axis=d, keepdims=True))
         return s

@@ -42,7 +42,26 @@ class TakeAlong(Function):
 
 SortBackward0, TopkBackward0 = torch_node(TakeAlong, "SortBackward0"), torch_node(TakeAlong, "TopkBackward0")
 KthvalueBackward0 = torch_node(TakeAlong, "KthvalueBackward0")
-MedianBackward0 = torch_node(TakeAlong, "MedianBackward0")  # median()
+class TakeOneShared(TakeAlong):
+    """The one value median()/nanmedian() of everything picks; like torch, its gradient is shared evenly
+    among all the elements equal to it (among the NaNs when it is NaN), not given to the one picked."""
+
+    @staticmethod
+    def forward(ctx, x, d, idx, squeeze=False):
+        ctx.save_for_backward(x)
+        return TakeAlong.forward(ctx, x, d, idx, squeeze)
+
+    @staticmethod
+    def backward(ctx, g):
+        from .elementwise import where
+
+        (x,) = ctx.saved_tensors
+        v = x[_wrap_array(ctx.idx)].reshape(())  # the picked value
+        mask = (x == v) | (x.isnan() & v.isnan())
+        return where(mask, g / mask.sum(), 0.0), None, None, None
+
+
+MedianBackward0 = torch_node(TakeOneShared, "MedianBackward0")  # median()
 MedianBackward1 = torch_node(TakeAlong, "MedianBackward1")  # median(dim)
 
 
