@@ -47,10 +47,12 @@ class Hypot(Function):
 
 
 class LogAddExp(Function):
-    """log(e^a + e^b) (base 2 for logaddexp2) without overflow; d/da = e^(a - out) (2^(a - out))."""
+    """log(e^a + e^b) (base 2 for logaddexp2) without overflow; d/da = 1 / (1 + e^(b - a)) (2^(b - a)).
+
+    Written from a - b rather than from the output, as torch does: one infinite operand gets 1 and 0, not
+    inf - inf = NaN, and equal large operands get exactly 0.5 where out - a would round away log 2."""
 
     _raw = True
-    _save_output = True
 
     @staticmethod
     def forward(ctx, a, b, base2):
@@ -62,11 +64,10 @@ class LogAddExp(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        out = ctx.saved_output
-        scale = math.log(2.0) if ctx.base2 else 1.0
+        power = E.exp2 if ctx.base2 else E.exp
         nig = ctx.needs_input_grad
-        ga = g * ((a - out) * scale).exp() if nig[0] else None
-        gb = g * ((b - out) * scale).exp() if nig[1] else None
+        ga = g / (1 + power(b - a)) if nig[0] else None
+        gb = g / (1 + power(a - b)) if nig[1] else None
         return ga, gb, None
 
 
@@ -262,8 +263,8 @@ def vdot(input: Tensor, other: Tensor) -> Tensor:
 
 
 class Xlogy(Function):
-    """x * log(y), 0 where x == 0 unless y is NaN. Gradients as torch's: log(y) for x (0 where x and y are
-    both 0), x / y for y."""
+    """x * log(y), 0 where x == 0 unless y is NaN. Gradients as torch's: log(y) for x (0 where x == 0 and
+    y <= 0, where log(y) is -inf or NaN but the output is the constant 0), x / y for y."""
 
     _raw = True
 
@@ -279,7 +280,7 @@ class Xlogy(Function):
     def backward(ctx, g):
         x, y = ctx.saved_tensors
         nig = ctx.needs_input_grad
-        gx = g * E.where((x == 0) & (y == 0), 0.0, y.log()) if nig[0] else None
+        gx = g * E.where((x == 0) & (y <= 0), 0.0, y.log()) if nig[0] else None
         gy = g * x / y if nig[1] else None
         return gx, gy
 

@@ -65,11 +65,21 @@ def _infer_dtype(data) -> D.dtype:
     return out
 
 
-def storable(values, dt: D.dtype) -> np.ndarray:
+_C_FLOAT_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double"}  # torch's error wording
+
+
+def storable(values, dt: D.dtype, *, fill: bool = False) -> np.ndarray:
     """Python numbers (or an array NumPy made of them) stored as dtype `dt` the way torch stores a scalar
     (tensor(), full, fill_, setitem, clamp and masked_fill bounds): an integer dtype refuses a value it
-    cannot hold, except that a negative int wraps into an unsigned dtype down to -max (uint8: -1 is 255)."""
+    cannot hold, except that a negative int wraps into an unsigned dtype down to -max (uint8: -1 is 255).
+    With fill=True (full, fill_) a float dtype also refuses a finite value beyond its largest, as torch's
+    fill does (float16 and 1e6), where tensor() and setitem store inf."""
     arr = np.asarray(values)
+    if fill and dt.is_floating_point and arr.dtype.kind in "iuf":
+        with np.errstate(invalid="ignore"):
+            if (np.isfinite(arr) & (np.abs(arr) > np.finfo(dt.np).max)).any():
+                name = _C_FLOAT_NAMES.get(dt.name, dt.name)
+                raise RuntimeError(f"value cannot be converted to type {name} without overflow")
     if dt._cat != 1 or arr.dtype.kind not in "iuf":
         return arr.astype(dt.np)
     info = np.iinfo(dt.np)
@@ -218,7 +228,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False)
         dtype = D.scalar_dtype(fill_value) if not isinstance(fill_value, Tensor) else fill_value.dtype
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    value = storable(fill_value, D.as_dtype(dtype))  # uint8 and -1 is 255; int32 and NaN raises, as in torch
+    value = storable(fill_value, D.as_dtype(dtype), fill=True)  # uint8 and -1 is 255; int32 and NaN raises
     return _finish(
         np.full(_size((size,) if isinstance(size, int) else (size,)), value),
         device,

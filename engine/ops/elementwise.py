@@ -977,6 +977,37 @@ bitwise_or = _bitwise(np.bitwise_or, "bitwise_or")
 bitwise_xor = _bitwise(np.bitwise_xor, "bitwise_xor")
 
 
+def _shift(np_fn, name):
+    def op(input, other):
+        A, B, dt = _operands(input, other)
+        if dt.is_floating_point or dt is D.bool_:
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{D.scalar_type_name(dt)}'")
+        bits = dt.itemsize * 8
+        # C and NumPy leave shifts outside [0, bits) undefined; torch gives 0 (the sign fill for >> of signed)
+        outside = (B < 0) | (B >= bits)
+        shifted = np_fn(A, np.where(outside, 0, B))
+        fill = np.right_shift(A, bits - 1) if np_fn is np.right_shift and dt.is_signed else 0
+        return _wrap_array(np.asarray(np.where(outside, fill, shifted)).astype(dt.np, copy=False))
+
+    return op
+
+
+def _shift_(fn, name):
+    def op(t, other):
+        dt = D.result_type(t, other)
+        if dt._cat > t._dtype._cat:  # torch refuses the cast (x <<= 1.5) before looking at the dtype
+            _cast_error(dt, t._dtype)
+        return inplace(t, fn, other, op_name=name)
+
+    return op
+
+
+bitwise_left_shift = _shift(np.left_shift, "lshift")
+bitwise_right_shift = _shift(np.right_shift, "rshift")
+bitwise_left_shift_ = _shift_(bitwise_left_shift, "bitwise_left_shift_")
+bitwise_right_shift_ = _shift_(bitwise_right_shift, "bitwise_right_shift_")
+
+
 def logical_not(input):
     return _wrap_array(np.logical_not(input._arr))
 
@@ -1297,9 +1328,14 @@ def fill_(t: Tensor, value) -> Tensor:
     if _is_t(value):
         return copy_(t, value.expand(t._shape) if value._shape != t._shape else value)
     _check_inplace(t)
-    value = storable(value, t._dtype)  # uint8 fill_(-1) is 255; int fill_(nan) raises, as in torch
+    value = storable(value, t._dtype, fill=True)  # uint8 fill_(-1) is 255; int fill_(nan) and half 1e6 raise
     if _needs_graph(t, ()):
-        return inplace(t, lambda s: (s * 0 + value).detach().to(t._dtype), op_name="fill_", needs_old=False)
+        # every element replaced: the old values get exactly zero gradient (s * 0 + value would turn an inf
+        # into NaN), and t keeps requiring grad through this node, as after torch's fill_
+        from .creation import zeros
+
+        keep_none = zeros(t._shape, dtype=D.bool_, device=t.device)
+        return inplace(t, lambda s: where(keep_none, s, value.item()), op_name="fill_", needs_old=False)
     t._arr[...] = value
     t._storage.version += 1
     return t

@@ -556,9 +556,11 @@ def _panels(y: Tensor, x, dx, d: int, name: str) -> Tensor:
 
 def trapezoid(y: Tensor, x: Tensor | None = None, *, dx=None, dim: int = -1) -> Tensor:
     """The trapezoidal rule along dim: samples spaced dx apart (1 by default) or at positions x."""
+    if y.ndim:
+        d = S.wrap_dim(dim, y.ndim)
+        if y._shape[d] == 0:  # no samples: torch's zeros keep y's own dtype, integer or even bool
+            return C.zeros(y._shape[:d] + y._shape[d + 1:], dtype=y.dtype)
     y, d = _trapezoid_y(y, dim)
-    if y._shape[d] == 0:
-        return C.zeros(y._shape[:d] + y._shape[d + 1:], dtype=y.dtype)
     return _panels(y, x, dx, d, "trapezoid").sum(d)
 
 

@@ -121,6 +121,8 @@ METHODS = {
     "msort": lambda self: SO.sort(self, 0).values,
     "where": lambda self, condition, other: E.where(condition, self, other),
     "bitwise_and": E.bitwise_and, "bitwise_or": E.bitwise_or, "bitwise_xor": E.bitwise_xor,
+    "bitwise_left_shift": E.bitwise_left_shift, "bitwise_right_shift": E.bitwise_right_shift,
+    "bitwise_left_shift_": E.bitwise_left_shift_, "bitwise_right_shift_": E.bitwise_right_shift_,
     "index_fill_": XI.index_fill_, "masked_scatter_": I.masked_scatter_,
     "short": lambda self: self.to("int16"), "char": lambda self: self.to("int8"),
     "get_device": lambda self: self.device.index if self.is_cuda else -1,
@@ -154,6 +156,9 @@ METHODS = {
     "__xor__": lambda a, b: E.bitwise_xor(a, b), "__rand__": lambda a, b: E.bitwise_and(b, a),
     "__ror__": lambda a, b: E.bitwise_or(b, a), "__rxor__": lambda a, b: E.bitwise_xor(b, a),
     "__invert__": E.bitwise_not,
+    "__lshift__": E.bitwise_left_shift, "__rshift__": E.bitwise_right_shift,
+    "__rlshift__": _rev(E.bitwise_left_shift), "__rrshift__": _rev(E.bitwise_right_shift),
+    "__ilshift__": _iop(E.bitwise_left_shift_), "__irshift__": _iop(E.bitwise_right_shift_),
     "__iadd__": _iop(E.add_), "__isub__": _iop(E.sub_), "__imul__": _iop(E.mul_),
     "__itruediv__": _iop(E.div_),
 }

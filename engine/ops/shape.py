@@ -195,18 +195,32 @@ def tile(input, dims):
     return repeat(input, dims)
 
 
+def _check_repeats(repeats: Tensor) -> None:
+    """torch takes repeat counts as int32 or int64 only, and none negative."""
+    if repeats._dtype not in (D.int32, D.int64):
+        raise NotImplementedError(
+            f"\"repeat_interleave_cpu\" not implemented for '{D.scalar_type_name(repeats._dtype)}'")
+    if (repeats._arr < 0).any():
+        raise RuntimeError("repeats can not be negative")
+
+
 def repeat_interleave(input, repeats=None, dim=None):
     """Each element (or slice along dim) repeated; an int count copies once through expand, like PyTorch."""
     from .creation import tensor
     from .indexing import index_select
 
-    if repeats is None:  # repeat_interleave(counts): each index i repeated counts[i] times
-        return tensor(np.repeat(np.arange(input.numel()), input._arr), dtype=D.int64)
+    if repeats is None:  # repeat_interleave(counts): each index i repeated counts[i] times, in counts' dtype
+        _check_repeats(input)
+        if input.ndim != 1:
+            raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+        return tensor(np.repeat(np.arange(input.numel()), input._arr), dtype=input._dtype)
     if dim is None:
         input = input.reshape(-1)
         dim = 0
     d = S.wrap_dim(dim, input.ndim)
     n = input._shape[d]
+    if isinstance(repeats, Tensor):
+        _check_repeats(repeats)
     if isinstance(repeats, Tensor) and repeats.numel() == 1:
         repeats = int(repeats.item())
     if not isinstance(repeats, Tensor):

@@ -257,11 +257,13 @@ def _polygamma_np(n: int, a):
     pole = _is_nonpositive_int(x)
     out[pole] = sign * np.inf
     if n == 1:
-        # torch's trigamma reflects with sin(pi x) in floating point, which is not 0 at a negative integer:
-        # a huge finite value there instead of inf, reproduced so results compare equal
-        ints = pole & (x < 0) & (x > -np.inf)
-        xi = x[ints]
-        out[ints] = np.pi**2 / np.sin(np.pi * xi) ** 2 - _polygamma_pos(1, 1.0 - xi)
+        # torch's trigamma reflects every x < 0 with sin(pi x) rounded in the input's precision (float32 for
+        # float16/bfloat16), which is not 0 at a negative integer (a huge finite value there instead of inf)
+        # and drifts from the exact value near poles and for large |x|: reproduced so results compare equal
+        refl = (x < 0) & (x > -np.inf)
+        prec = np.float64 if a.dtype == np.float64 else np.float32
+        sin_pi_x = np.sin(prec(np.pi) * np.asarray(a)[refl].astype(prec)).astype(np.float64)
+        out[refl] = np.pi**2 / sin_pi_x**2 - _polygamma_pos(1, 1.0 - x[refl])
         out[x == -np.inf] = np.nan
         out[x == np.inf] = 0.0
     return out.astype(a.dtype, copy=False)
