@@ -19,6 +19,7 @@ from ..ops import elementwise as E
 from ..ops.creation import arange, ones_like
 from ..ops.views import broadcast_tensors
 from ..tensor import Tensor, _wrap_array
+from ._activations import logsigmoid
 from .functional import _reduce, _reduction
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -258,11 +259,6 @@ def soft_margin_loss(
     return _reduce((-input * target).exp().log1p(), red)
 
 
-def _log_sigmoid(x: Tensor) -> Tensor:
-    """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)): no overflow either side; gradient 1/2 at 0."""
-    return E.minimum(x, x.new_zeros(())) - (-x.abs()).exp().log1p()
-
-
 def multilabel_soft_margin_loss(
     input: Tensor,
     target: Tensor,
@@ -273,7 +269,7 @@ def multilabel_soft_margin_loss(
 ) -> Tensor:
     """Per-class logistic losses against 0/1 targets, weighted, averaged over the class (last) dim."""
     red = _legacy_reduction(size_average, reduce, reduction)
-    loss = -(target * _log_sigmoid(input) + (1 - target) * _log_sigmoid(-input))
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:
         loss = loss * weight
     if input.ndim == 0:
