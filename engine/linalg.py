@@ -2,7 +2,6 @@
 higher derivatives come through them, plus torch's top-level aliases (det, inverse, torch.svd, ...)."""
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 from collections import namedtuple
@@ -10,13 +9,14 @@ from collections import namedtuple
 import numpy as np
 
 from . import dtypes as D
+from ._out import with_out
 from .autograd.function import Function
 from .autograd.grad_mode import no_grad, state
 from .autograd.naming import torch_node
 from .ops import creation as C
 from .ops import reduce as R
 from .ops import shape as SH
-from .ops.elementwise import _maybe_out, maximum
+from .ops.elementwise import maximum
 from .ops.linalg import matmul
 from .tensor import Tensor, _wrap_array
 
@@ -1082,30 +1082,12 @@ __all__ = [
 ]
 
 
-def _writing_out(fn):
-    """fn with torch's out=: the result is copied into the given tensor (or tuple of tensors) and returned."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, out=None, **kwargs):
-        result = fn(*args, **kwargs)
-        if out is None:
-            return result
-        if isinstance(result, tuple):
-            if not isinstance(out, (tuple, list)) or len(out) != len(result):
-                raise TypeError(f"{fn.__name__}(): argument 'out' must be a tuple of {len(result)} Tensors")
-            for o, r in zip(out, result):
-                _maybe_out(r, o)
-            return type(result)(*out) if hasattr(result, "_fields") else tuple(out)
-        return _maybe_out(result, out)
-
-    return wrapper
-
-
 def _wrap_out_arguments(namespace: dict) -> None:
+    """torch's out= for every function here that declares it, through the engine's one out= writer."""
     for name, fn in list(namespace.items()):
         if (callable(fn) and not isinstance(fn, type) and getattr(fn, "__module__", None) == __name__
                 and "out" in inspect.signature(fn).parameters):
-            namespace[name] = _writing_out(fn)
+            namespace[name] = with_out(fn)
 
 
 _wrap_out_arguments(globals())
