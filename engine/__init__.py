@@ -471,7 +471,7 @@ from .ops.extra_index import (  # noqa: E402
 __version__ = "0.1.0"
 
 from . import _cuda_amp as _cuda_amp  # noqa: E402  (registers engine.cuda.amp, torch.cuda.amp's spelling)
-from . import _out, amp, nn, optim, utils  # noqa: E402  (after the core: they build on it)
+from . import _out, amp, func, nn, optim, utils  # noqa: E402  (after the core: they build on it)
 from .amp import autocast, is_autocast_enabled  # noqa: E402  (engine.autocast, like torch.autocast)
 from .serialization import load, save  # noqa: E402
 from .utils import data as _data  # noqa: E402,F401  (engine.utils.data importable as an attribute)

@@ -1,6 +1,8 @@
 """Recurrent layers RNN, LSTM, GRU and their cells, with PyTorch's parameter names, gate order and init.
 
-Per layer and direction, one matmul projects the whole input sequence and one fused op runs the recurrence."""
+Per layer and direction, one matmul projects the whole input sequence and one fused op runs the recurrence.
+A PackedSequence input (engine.nn.utils.rnn) gives a PackedSequence output; its recurrence runs one fused op
+per stretch of time steps with the same batch size, so each sequence's final state is at its own length."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from .. import functional as F
 from .. import functional_seq as FS
 from .. import init
 from ..parameter import Parameter
+from ..utils.rnn import PackedSequence
 from .module import Module
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
@@ -49,6 +52,18 @@ def _uniform_reset(module: Module) -> None:
     bound = 1.0 / math.sqrt(module.hidden_size)
     for w in module.parameters():
         init.uniform_(w, -bound, bound)
+
+
+def _constant_batch_segments(batch_sizes: list[int]) -> list[tuple[int, int, int]]:
+    """Packed rows grouped into runs of time steps with equal batch size: (first row, end row, batch)."""
+    segments, row = [], 0
+    for b in batch_sizes:
+        if segments and segments[-1][2] == b:
+            segments[-1] = (segments[-1][0], row + b, b)
+        else:
+            segments.append((row, row + b, b))
+        row += b
+    return segments
 
 
 def _check_type(name: str, value, kind: type) -> None:
@@ -190,45 +205,128 @@ class RNNBase(Module):
                 raise RuntimeError(f"Expected {label} size {shape}, got {list(s.shape)}")
         return input, batched, states
 
-    def forward(self, input: Tensor, hx=None):
-        x, batched, states = self._prepare(input, hx)
+    def _input_gates(self, w: dict, x: Tensor) -> Tensor:
+        """x W_ih^T plus the biases that sit outside the recurrence, for (T, B, I) or packed (N, I) x."""
+        bias = w["bias_ih"] if self.mode == "GRU" else _sum_biases(w["bias_ih"], w["bias_hh"])
+        return _project(x, w["weight_ih"], bias) if x.dim() == 3 else F.linear(x, w["weight_ih"], bias)
+
+    def _recur(self, w: dict, xg: Tensor, h0: Tensor, c0: Tensor | None, reverse: bool):
+        """The fused recurrence over xg (T, B, G): (output (T, B, H), h_n, c_n or None)."""
+        if self.mode == "LSTM":
+            return FS.lstm_layer(xg, w["weight_hh"], h0, c0, reverse, w["weight_hr"])
+        if self.mode == "GRU":
+            out, h = FS.gru_layer(xg, w["weight_hh"], w["bias_hh"], h0, reverse)
+        else:
+            step = FS.rnn_tanh_layer if self.mode == "RNN_TANH" else FS.rnn_relu_layer
+            out, h = step(xg, w["weight_hh"], h0, reverse)
+        return out, h, None
+
+    def _layers(self, x: Tensor, states: list, run) -> tuple:
+        """Stack the layers and directions; run(w, x, h0, c0, reverse) -> (out, h_n, c_n) does one."""
         D = 2 if self.bidirectional else 1
+        lstm = self.mode == "LSTM"
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
             for direction in range(D):
-                reverse = direction == 1
-                w = self._layer_weights(layer, direction)
-                b_ih, b_hh = w["bias_ih"], w["bias_hh"]
                 idx = layer * D + direction
-                h0 = states[0][idx]
-                if self.mode == "LSTM":
-                    xg = _project(x, w["weight_ih"], _sum_biases(b_ih, b_hh))
-                    out, h, c = FS.lstm_layer(xg, w["weight_hh"], h0, states[1][idx], reverse, w["weight_hr"])
-                    c_n.append(c)
-                elif self.mode == "GRU":
-                    out, h = FS.gru_layer(
-                        _project(x, w["weight_ih"], b_ih), w["weight_hh"], b_hh, h0, reverse
-                    )
-                else:
-                    step = FS.rnn_tanh_layer if self.mode == "RNN_TANH" else FS.rnn_relu_layer
-                    out, h = step(
-                        _project(x, w["weight_ih"], _sum_biases(b_ih, b_hh)), w["weight_hh"], h0, reverse
-                    )
+                w = self._layer_weights(layer, direction)
+                out, h, c = run(w, x, states[0][idx], states[1][idx] if lstm else None, direction == 1)
                 outs.append(out)
                 h_n.append(h)
-            x = outs[0] if D == 1 else cat(outs, 2)
+                c_n.append(c)
+            x = outs[0] if D == 1 else cat(outs, outs[0].dim() - 1)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        h_n = stack(h_n)
+        return x, stack(h_n), stack(c_n) if lstm else None
+
+    def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
+        x, batched, states = self._prepare(input, hx)
+
+        def run(w, x, h0, c0, reverse):
+            return self._recur(w, self._input_gates(w, x), h0, c0, reverse)
+
+        x, h_n, c_n = self._layers(x, states, run)
         if not batched:
             x, h_n = x.squeeze(1), h_n.squeeze(1)
         elif self.batch_first:
             x = x.transpose(0, 1)
         if self.mode != "LSTM":
             return x, h_n
-        c_n = stack(c_n)
         return x, (h_n, c_n if batched else c_n.squeeze(1))
+
+    # ------------------------------------------------------------------ packed sequences
+    def _packed_states(self, hx, batch: int, data: Tensor, sorted_indices: Tensor | None) -> list:
+        """Initial states in the packed (sorted) batch order, checked like torch's check_forward_args."""
+        D = 2 if self.bidirectional else 1
+        lstm = self.mode == "LSTM"
+        h_size = self.proj_size if self.proj_size > 0 else self.hidden_size
+        expected = [(self.num_layers * D, batch, h_size), (self.num_layers * D, batch, self.hidden_size)]
+        if hx is None:
+            return [zeros(*shape, dtype=data.dtype, device=data.device) for shape in expected[: 1 + lstm]]
+        states = list(hx) if lstm else [hx]
+        for k, (s, shape) in enumerate(zip(states, expected)):
+            if tuple(s.shape) != shape:
+                label = f"hidden[{k}]" if lstm else "hidden"
+                raise RuntimeError(f"Expected {label} size {shape}, got {list(s.shape)}")
+        if sorted_indices is not None:
+            states = [s.index_select(1, sorted_indices) for s in states]
+        return states
+
+    def _forward_packed(self, packed: PackedSequence, hx):
+        data, batch_sizes, sorted_indices, unsorted_indices = packed
+        if data.dim() != 2:
+            raise RuntimeError(f"input must have 2 dimensions, got {data.dim()}")
+        if data.shape[1] != self.input_size:
+            raise RuntimeError(
+                f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got {data.shape[1]}"
+            )
+        sizes = [int(b) for b in batch_sizes.tolist()]
+        states = self._packed_states(hx, sizes[0], data, sorted_indices)
+        segments = _constant_batch_segments(sizes)
+
+        def run(w, x, h0, c0, reverse):
+            return self._recur_packed(w, self._input_gates(w, x), segments, h0, c0, reverse)
+
+        out, h_n, c_n = self._layers(data, states, run)
+        output = PackedSequence(out, batch_sizes, sorted_indices, unsorted_indices)
+        if unsorted_indices is not None:
+            h_n = h_n.index_select(1, unsorted_indices)
+            c_n = None if c_n is None else c_n.index_select(1, unsorted_indices)
+        return output, ((h_n, c_n) if self.mode == "LSTM" else h_n)
+
+    def _recur_packed(
+        self, w: dict, xg: Tensor, segments: list, h0: Tensor, c0: Tensor | None, reverse: bool
+    ):
+        """The recurrence over packed rows xg (N, G), one fused call per run of steps with the same batch
+        size. Going forward, sequences drop out of the bottom of the batch as they end (their final state is
+        kept); going backward, they join with their own initial state. Returns (out (N, H), h_n, c_n)."""
+        G = xg.shape[1]
+        lstm = c0 is not None
+        outs, finished = [], []
+        h = c = None
+        for start, stop, b in reversed(segments) if reverse else segments:
+            if h is None:
+                h, c = h0[:b], c0[:b] if lstm else None
+            elif b < h.shape[0]:  # forward: rows b.. have ended
+                finished.append((h[b:], c[b:] if lstm else None))
+                h, c = h[:b], c[:b] if lstm else None
+            elif b > h.shape[0]:  # backward: rows from h's end to b start here
+                n = h.shape[0]
+                h = cat([h, h0[n:b]])
+                c = cat([c, c0[n:b]]) if lstm else None
+            steps = (stop - start) // b
+            out, h, c = self._recur(w, xg[start:stop].view(steps, b, G), h, c, reverse)
+            outs.append(out.reshape(steps * b, out.shape[2]))
+        if reverse:
+            outs.reverse()
+        h_parts = [h] + [f[0] for f in reversed(finished)]
+        c_parts = [c] + [f[1] for f in reversed(finished)] if lstm else None
+        h_n = h_parts[0] if len(h_parts) == 1 else cat(h_parts)
+        c_n = None if not lstm else c_parts[0] if len(c_parts) == 1 else cat(c_parts)
+        return (outs[0] if len(outs) == 1 else cat(outs)), h_n, c_n
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
