@@ -385,6 +385,11 @@ def _function_from_method(name: str):
     return fn
 
 
+from .ops import tensor_methods_extra as _methods_extra  # noqa: E402  (in-place math, view ops, resize_...)
+from .ops.tensor_methods_extra import layout, sgn, sparse_coo, strided  # noqa: E402,F811  (sgn: torch's node)
+
+_methods_extra.install(Tensor)
+
 # torch's top-level spellings of in-place methods: engine.relu_(x) is x.relu_()
 for _name in (
     "abs_ acos_ acosh_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ asin_ asinh_ atan_ atanh_ ceil_ "

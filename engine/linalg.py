@@ -508,7 +508,10 @@ def cholesky_inverse(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
     """(L L^T)^-1 from the factor L: cholesky_solve of the identity."""
     _check_matrix(input, "cholesky_inverse", "input", square=True)
     eye = _eye(input._shape[-1], input).expand(input._shape)
-    return CholeskySolveBackward0.apply(eye, input, upper)
+    return CholeskyInverseBackward0.apply(eye, input, upper)
+
+
+CholeskyInverseBackward0 = torch_node(CholeskySolve, "CholeskyInverseBackward0")  # the same solve
 
 
 # ----------------------------------------------------------------------------- QR

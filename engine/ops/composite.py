@@ -286,6 +286,8 @@ class Xlogy(Function):
 
 
 XlogyBackward0 = torch_node(Xlogy, "XlogyBackward0")
+XlogyBackward1 = torch_node(Xlogy, "XlogyBackward1")  # a scalar x
+XlogyBackward2 = torch_node(Xlogy, "XlogyBackward2")  # a scalar y
 
 
 def xlogy(input, other) -> Tensor:
@@ -294,7 +296,8 @@ def xlogy(input, other) -> Tensor:
     dt = D.result_type(input, other)
     if not dt.is_floating_point:
         dt = D.get_default_dtype()
-    return XlogyBackward0.apply(x.to(dt), y.to(dt))
+    node = XlogyBackward0 if _t(input) and _t(other) else XlogyBackward2 if _t(input) else XlogyBackward1
+    return node.apply(x.to(dt), y.to(dt))
 
 
 # ----------------------------------------------------------------------------- shapes

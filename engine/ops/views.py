@@ -444,6 +444,14 @@ def movedim(x: Tensor, source, destination) -> Tensor:
 moveaxis = movedim
 
 
+def storage_bounds_error(shape, strides, offset: int, limit: int, itemsize: int) -> RuntimeError:
+    """torch's error for a geometry reaching past the end of a storage of `limit` elements (bytes named)."""
+    need = (S.max_offset(shape, strides, offset) + 1) * itemsize
+    return RuntimeError(f"setStorage: sizes {list(shape)}, strides {list(strides)}, storage offset {offset}, "
+                        f"and itemsize {itemsize} requiring a storage size of {need} are out of bounds for "
+                        f"storage of size {limit * itemsize}")
+
+
 class AsStrided(Function):
     """A view with explicit geometry relative to the input's storage; backward scatters (handles overlap)."""
 
@@ -453,10 +461,7 @@ class AsStrided(Function):
     def forward(ctx, x, shape, strides, offset, logical_geom=None):
         limit = x._storage.data.size
         if S.numel(shape) and S.max_offset(shape, strides, offset) >= limit:
-            raise RuntimeError(
-                f"setStorage: sizes {list(shape)}, strides {list(strides)}, storage offset {offset} "
-                f"require a storage of more than {limit} elements"
-            )
+            raise storage_bounds_error(shape, strides, offset, limit, x._dtype.itemsize)
         if logical_geom is not None:
             # unfold/diagonal: the same view taken of a contiguous copy, so backward maps gradients to the
             # input's elements, not its memory (which an expanded input shares between elements)
