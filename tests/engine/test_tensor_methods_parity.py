@@ -498,11 +498,12 @@ FILL_DIAGONAL = [((5, 3), False), ((7, 3), True), ((3, 5), True), ((2, 2, 2), Fa
                  ((3,), False), ((4, 4), True), ((8, 2), True)]
 
 
-@pytest.mark.parametrize("shape,wrap", FILL_DIAGONAL)
-@pytest.mark.parametrize("layout", ["contig", "t", "step"])
+# Not compared: a transposed tall matrix with wrap=True, (8, 2) "t", where torch reads past the storage and
+# raises; there is no torch behaviour to match.
+@pytest.mark.parametrize("shape,wrap,layout", [
+    (shape, wrap, layout) for shape, wrap in FILL_DIAGONAL for layout in ("contig", "t", "step")
+    if not (layout == "t" and shape == (8, 2) and wrap)])
 def test_fill_diagonal_matches_torch(shape, wrap, layout):
-    if layout == "t" and shape == (8, 2) and wrap:
-        pytest.skip("torch reads past the storage here (a transposed tall matrix wrapped), and raises")
     def build(lib):
         a = np.arange(float(np.prod(shape))).reshape(shape)
         if layout == "t" and len(shape) == 2:
