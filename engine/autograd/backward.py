@@ -19,7 +19,10 @@ def _sum_to(grad, shape):
     return sum_to_size(grad, shape)
 
 
-def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool):
+def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool, refs: int = 3):
+    """Add `grad` into the leaf's .grad. `refs` is how many references to `grad` the caller's frames hold
+    (the scheduler's buffer list, this call's argument, getrefcount's own): one more means somebody else can
+    still see it, so it is copied rather than stolen."""
     var = node.variable
     if var is None or grad is None:
         return
@@ -28,10 +31,16 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool):
     if vg is None:
         if create_graph:
             var.grad = grad
+        elif (not grad.__dict__ and grad._shape == var._shape and grad._dtype is var._dtype
+              and grad._storage.device is var._storage.device and grad._arr.flags.c_contiguous
+              and sys.getrefcount(grad) <= refs and sys.getrefcount(grad._storage) <= 2):
+            # A fresh op result (no autograd fields, hooks or base in its __dict__) that nothing else can
+            # see, over a storage nothing else views: adopt the tensor itself, as torch's AccumulateGrad does.
+            var._grad = grad
         else:
             # Steal a freshly computed gradient; copy one that anything else could still see or write.
             g = grad.detach()
-            if (grad._base is not None or not grad.is_contiguous() or sys.getrefcount(grad) > 3
+            if (grad._base is not None or not grad.is_contiguous() or sys.getrefcount(grad) > refs
                     or sys.getrefcount(grad._storage) > 3 or g._shape != var._shape):
                 g = (
                     grad.detach().clone(memory_format=contiguous_format)
@@ -133,6 +142,11 @@ def run_backward(
     heapq.heapify(heap)
     heappop, heappush = heapq.heappop, heapq.heappush
     check_nan = state.anomaly
+    # A leaf whose AccumulateGrad has this one incoming edge, no hooks and nothing to capture is accumulated
+    # as soon as its gradient is made, without a trip through the buffers and the heap. torch runs
+    # AccumulateGrad first among ready nodes too, so the order of .grad writes is the same.
+    inline_leaves = accumulate and not capture
+    trust_exact = not create_graph  # Function._exact_grads vouches for the NumPy (no create_graph) backward
 
     prev_mode = state.grad_enabled
     state.grad_enabled = create_graph
@@ -160,7 +174,7 @@ def run_backward(
                         for i in idxs:
                             captured[i] = buf[nr]
 
-            if node.__class__ is AccumulateGrad or isinstance(node, AccumulateGrad):
+            if node.__class__ is AccumulateGrad:  # final class: no subclasses to test for
                 if accumulate:
                     _accumulate_into_leaf(node, buf[0], create_graph)
                 continue
@@ -176,7 +190,8 @@ def run_backward(
                 if not single and node.__dict__.get("_materialize", True):
                     buf = _materialize(node, buf)
                 grads = type(node).backward(node, *buf)
-                grads = _check_grads(node, grads if isinstance(grads, tuple) else (grads,))
+                if grads.__class__ is not tuple or not trust_exact or not node._exact_grads:
+                    grads = _check_grads(node, grads if isinstance(grads, tuple) else (grads,))
                 if check_nan or node._trace is not None:
                     _anomaly_check(node, grads)
                 if node._hooks:
@@ -191,6 +206,12 @@ def run_backward(
                 if nx is None:
                     continue
                 nxn, nr = nx
+                if (inline_leaves and nxn.__class__ is AccumulateGrad and deps[nxn] == 1
+                        and not nxn._pre_hooks and nxn not in buffers):  # the last edge, none buffered
+                    if g is not None:
+                        # grads, zip's reused result tuple and g: one reference each beyond the buffer path's
+                        _accumulate_into_leaf(nxn, g, create_graph, 5)
+                    continue
                 if g is not None:
                     b = buffers.get(nxn)
                     if b is None:

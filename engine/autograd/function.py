@@ -112,6 +112,9 @@ class Function(Node):
 
     _raw = False
     _save_output = False  # keep the (first) output for backward, without a reference cycle
+    # Set by internal ops whose backward, without create_graph, returns a tuple with one gradient per
+    # forward input, each None or already of that input's shape and dtype: the scheduler skips checking them.
+    _exact_grads = False
 
     _saved = ()
     _saved_versions = ()

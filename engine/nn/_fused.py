@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.function import Function, _NoGradCtx
 from ..autograd.grad_mode import state
 from ..ops.elementwise import _erf_np, _relu_grad_np, _relu_np, _sigmoid_np
 from ..tensor import _wrap_array
@@ -29,13 +29,19 @@ class Linear(Function):
     """y = x @ W.T + b in one node."""
 
     _raw = True
+    _exact_grads = True
 
     @staticmethod
     def forward(ctx, x, w, b):
-        y = np.matmul(x._arr, w._arr.T)
+        xa = x._arr
+        # np.dot reaches the same GEMM as matmul for 1-D/2-D inputs with less call overhead (per-op cost)
+        y = np.dot(xa, w._arr.T) if xa.ndim <= 2 else np.matmul(xa, w._arr.T)
         if b is not None:
             y += b._arr
-        ctx.save_for_backward(x, w)
+        if ctx.__class__ is not _NoGradCtx:
+            # save_for_backward's work for two tensors, inline (this runs for every Linear layer every step)
+            ctx._saved = (x, w)
+            ctx._saved_versions = (x._storage.version, w._storage.version)
         return y
 
     @staticmethod
@@ -51,10 +57,10 @@ class Linear(Function):
             return gx, gw, gb
         ga = g._arr
         g2 = ga if ga.ndim == 2 else ga.reshape(-1, ga.shape[-1])
-        gx = _wrap_array(np.matmul(ga, w._arr)) if nig[0] else None
+        gx = _wrap_array(np.dot(ga, w._arr) if ga.ndim <= 2 else np.matmul(ga, w._arr)) if nig[0] else None
         if nig[1]:
             xa = x._arr
-            gw = _wrap_array(np.matmul(g2.T, xa if xa.ndim == 2 else xa.reshape(-1, xa.shape[-1])))
+            gw = _wrap_array(np.dot(g2.T, xa if xa.ndim == 2 else xa.reshape(-1, xa.shape[-1])))
         else:
             gw = None
         gb = _wrap_array(np.add.reduce(g2, axis=0)) if nig[2] else None
@@ -65,6 +71,7 @@ class Linear(Function):
 class Relu(Function):
     _raw = True
     _save_output = True
+    _exact_grads = True
 
     @staticmethod
     def forward(ctx, x):
@@ -74,7 +81,7 @@ class Relu(Function):
     def backward(ctx, g):
         if state.grad_enabled:
             return g * (ctx.saved_output != 0)
-        return _wrap_array(_relu_grad_np(g._arr, ctx._saved_output_unlinked()._arr))
+        return (_wrap_array(_relu_grad_np(g._arr, ctx._saved_output_unlinked()._arr)),)
 
 
 class LeakyRelu(Function):
@@ -291,12 +298,16 @@ class NllLoss(Function):
         return gx, None, None, None, None
 
 
+_ROW_STARTS: dict = {}  # (rows, classes) -> flat index of each row's first class, for CrossEntropy
+
+
 class CrossEntropy(Function):
     """Log-softmax + weighted NLL with label smoothing over (M, C) logits and (M,) class indices.
 
     Backward is (softmax - smoothed one-hot) scaled by the class weights: no separate log-softmax node."""
 
     _raw = True
+    _exact_grads = True
     _plain = False  # forward took the plain-mean path (then only p, tt and denom are kept)
 
     @staticmethod
@@ -306,10 +317,14 @@ class CrossEntropy(Function):
         m, c = a.shape
         if weight is None and not smoothing and reduction == "mean" and m:
             # every target a class index and none ignored (out-of-range targets and ignored rows go the
-            # general way, which handles or reports them); one min and one max pass over the targets
-            if (0 <= np.minimum.reduce(t) and np.maximum.reduce(t) < c
-                    and not (0 <= ignore_index < c and (t == ignore_index).any())):
-                return CrossEntropy._forward_plain_mean(ctx, x, a, t, m)
+            # general way, which handles or reports them). int64 targets viewed as uint64 make negatives
+            # huge, so one max pass checks both ends.
+            if t.dtype.char == "q" or t.dtype.char == "l":
+                in_range = np.maximum.reduce(t.view(np.uint64)) < c
+            else:
+                in_range = 0 <= np.minimum.reduce(t) and np.maximum.reduce(t) < c
+            if in_range and not (0 <= ignore_index < c and (t == ignore_index).any()):
+                return CrossEntropy._forward_plain_mean(ctx, x, a, t, m, c)
         s = a - a.max(1, keepdims=True)
         lse = np.log(np.exp(s).sum(1, keepdims=True))
         logp = s - lse
@@ -338,19 +353,29 @@ class CrossEntropy(Function):
         return np.asarray(total, dtype=a.dtype)
 
     @staticmethod
-    def _forward_plain_mean(ctx, x, a, t, m):
+    def _forward_plain_mean(ctx, x, a, t, m, c):
         """The training default (no weights, smoothing or ignored rows, mean): a third of the NumPy calls.
 
-        Reductions call the ufuncs directly: ndarray.max/sum go through NumPy's Python wrappers."""
+        Reductions call the ufuncs directly: ndarray.max/sum go through NumPy's Python wrappers. The target
+        entries are addressed by flat index (row * c + target): one add and a 1-D take, cheaper than
+        NumPy's two-array fancy indexing, here and in backward."""
         s = a - np.maximum.reduce(a, axis=1, keepdims=True)
         e = np.exp(s)
         se = np.add.reduce(e, axis=1, keepdims=True)
+        rows = _ROW_STARTS.get((m, c))
+        if rows is None:
+            if len(_ROW_STARTS) > 64:
+                _ROW_STARTS.clear()
+            rows = _ROW_STARTS[m, c] = np.arange(0, m * c, c)
+        flat = t + rows
         # mean of lse - s[y]; softmax kept for backward as e / sum(e) (one exp pass, not two)
         total = (np.add.reduce(np.log(se[:, 0]), dtype=np.float64)
-                 - np.add.reduce(s[np.arange(m), t], dtype=np.float64)) / m
+                 - np.add.reduce(s.ravel()[flat], dtype=np.float64)) / m
         e /= se
-        ctx.p, ctx.tt, ctx.denom, ctx._plain = e, t, m, True
-        ctx.save_for_backward(x)
+        ctx.p, ctx.tt, ctx.flat, ctx.denom, ctx._plain = e, t, flat, m, True
+        if ctx.__class__ is not _NoGradCtx:
+            ctx._saved = (x,)
+            ctx._saved_versions = (x._storage.version,)
         return np.asarray(total, dtype=a.dtype)
 
     @staticmethod
@@ -359,9 +384,10 @@ class CrossEntropy(Function):
         if ctx._plain:
             p, m = ctx.p, ctx.denom
             if not state.grad_enabled:
-                scale = (g._arr * (1.0 / m)).astype(p.dtype, copy=False)
+                scale = float(g._arr) / m  # a Python float keeps p's dtype (NumPy's weak scalars)
                 grad = p * scale  # a new array: p survives for retain_graph
-                grad[np.arange(m), ctx.tt] -= scale
+                gf = grad.reshape(-1)  # a view: grad is fresh and C-ordered
+                gf[ctx.flat] -= scale  # each row's target once, so no repeated index
                 return _wrap_array(grad), None, None, None, None, None
             # double backward: the general formula with the plain case's weights
             ctx.valid, ctx.wy, ctx.w = np.ones(m, bool), np.ones(m, p.dtype), None

@@ -106,16 +106,20 @@ def _check_dtypes(x: Tensor, w: Tensor, b: Tensor | None, what: str = "weight") 
 # ----------------------------------------------------------------------------- linear
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y = x W^T + b, one fused node (forward one GEMM; backward gx = g W, gW = g^T x, gb = sum g)."""
-    if input.ndim == 0 or input._shape[-1] != weight._shape[-1]:
-        lead = int(np.prod(input._shape[:-1])) if input.ndim > 1 else 1
+    shape = input._shape
+    nd = len(shape)
+    if nd == 0 or shape[-1] != weight._shape[-1]:
+        lead = int(np.prod(shape[:-1])) if nd > 1 else 1
         raise RuntimeError(
-            f"mat1 and mat2 shapes cannot be multiplied ({lead}x{input._shape[-1] if input.ndim else 0} "
+            f"mat1 and mat2 shapes cannot be multiplied ({lead}x{shape[-1] if nd else 0} "
             f"and {weight._shape[-1]}x{weight._shape[0]})"
         )
     if _amp_state.any:  # autocast: the GEMM runs in half precision, like torch's autocast op list
         input, weight, bias = autocast_cast(input, weight, bias)
-    _check_dtypes(input, weight, bias)
-    return _LINEAR_NODES[min(input.ndim, 3), bias is not None].apply(input, weight, bias)
+    dt = input._dtype
+    if weight._dtype is not dt or (bias is not None and bias._dtype is not dt):
+        _check_dtypes(input, weight, bias)
+    return _LINEAR_NODES[nd if nd < 3 else 3, bias is not None].apply(input, weight, bias)
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -876,6 +880,9 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 
 def _class_last(input: Tensor, target: Tensor):
     """(M, C) scores and (M,) targets from (N, C, d1, ...) / (N, d1, ...) or unbatched (C,) / ()."""
+    shape, tshape = input._shape, target._shape
+    if len(shape) == 2 and len(tshape) == 1 and shape[0] == tshape[0]:
+        return input, target  # (M, C) and (M,): the training case, nothing to check further or reshape
     if input.ndim == 1:
         if target.ndim != 0:
             raise RuntimeError(
@@ -891,7 +898,7 @@ def _class_last(input: Tensor, target: Tensor):
         raise RuntimeError(
             f"Expected target size {[input._shape[0]] + list(input._shape[2:])}, got {list(target._shape)}"
         )
-    if len(input._shape) == 2:  # (M, C) and (M,): the training case, nothing to reshape
+    if len(input._shape) == 2:
         return input, target
     c = input._shape[1]
     return input.movedim(1, -1).reshape(-1, c), target.reshape(-1)
@@ -931,9 +938,10 @@ def cross_entropy(
         input, target = autocast_fp32(input, target)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
-    cdim = 0 if input.ndim == 1 else 1
+    cdim = 0 if len(input._shape) == 1 else 1
     n_classes = input._shape[cdim]
-    _check_class_weight(weight, n_classes)
+    if weight is not None:
+        _check_class_weight(weight, n_classes)
     if target._dtype.is_floating_point:
         if target._shape != input._shape:
             raise RuntimeError(
@@ -950,12 +958,13 @@ def cross_entropy(
         if red == "mean":
             return loss.sum() / (input.numel() // n_classes) if input.numel() else loss.sum() * float("nan")
         return _reduce(loss, red)
-    _check_class_target(target)
+    if target._dtype is not D.int64:
+        _check_class_target(target)
     x, t = _class_last(input, target)
     if x.is_cuda and weight is None and _cuda.takes(x):  # fused kernels, kernels/softmax.cu
         loss = _cuda.cross_entropy(x, t, ignore_index, label_smoothing, red)
         return loss.reshape(target._shape) if red == "none" else loss
-    node = _SMOOTHED_NLL_LOSS if label_smoothing else _NLL_LOSS_2D if input.ndim >= 3 else _NLL_LOSS
+    node = _SMOOTHED_NLL_LOSS if label_smoothing else _NLL_LOSS_2D if len(input._shape) >= 3 else _NLL_LOSS
     loss = node.apply(x, t, weight, ignore_index, float(label_smoothing), red)
     return loss.reshape(target._shape) if red == "none" and loss._shape != target._shape else loss
 

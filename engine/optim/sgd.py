@@ -53,6 +53,7 @@ class SGD(Optimizer):
         lr = float(group["lr"])
         wd, mom, damp = group["weight_decay"], group["momentum"], group["dampening"]
         nesterov, maximize = group["nesterov"], group["maximize"]
+        scratch = self._scratch
         for p in group["params"]:
             grad = p._grad
             if grad is None:
@@ -94,7 +95,9 @@ class SGD(Optimizer):
                     g = n
                 else:
                     g = buf._arr
-            u = self._tmp(p, "u")
+            u = scratch.get((id(p), "u"))  # _tmp's lookup inline: once per parameter per step
+            if u is None or u.shape != P.shape or u.dtype != P.dtype:
+                u = self._tmp(p, "u")
             np.multiply(g, -lr, out=u)
             np.add(P, u, out=P)
             p._storage.version += 1

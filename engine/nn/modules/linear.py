@@ -37,6 +37,13 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
+        if self.__class__ is Linear:
+            # Plain Linear: its parameters straight from _parameters, skipping Module.__getattr__ (reached
+            # only after a failed normal lookup; twice per layer per step). Subclasses, including the ones
+            # parametrizations make (weight as a property), take the attribute path.
+            p = self._parameters
+            if "weight" in p and "bias" in p:
+                return F.linear(input, p["weight"], p["bias"])
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
