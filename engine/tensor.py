@@ -96,7 +96,8 @@ def _wrap_array(arr, dtype: D.dtype | None = None) -> Tensor:
     """A new tensor owning `arr` (a fresh op result). Non-contiguous results are made contiguous."""
     if arr.__class__ is not _ndarray or dtype is not None:
         return _wrap_other(arr, dtype)
-    # every op result comes here: Storage built in place, strides from a dict
+    # every op result comes here: Storage and Tensor built in place (_tensor_over's work, inline), strides
+    # from a dict
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
     st = _new_storage(Storage)
@@ -104,7 +105,16 @@ def _wrap_array(arr, dtype: D.dtype | None = None) -> Tensor:
     st.version = 0
     st.device = CPU
     st.backend = numpy_backend
-    return _tensor_over(st, arr)
+    t = _new_tensor(Tensor)
+    t._storage = st
+    shape = t._shape = arr.shape
+    strides = _CONTIGUOUS_STRIDES.get(shape)
+    t._strides = strides if strides is not None else _contiguous_strides(shape)
+    t._offset = 0
+    dt = _NP_TO_DTYPE.get(arr.dtype)
+    t._dtype = dt if dt is not None else D.from_numpy(arr.dtype)
+    t._arr = arr
+    return t
 
 
 def _wrap_dense(arr) -> Tensor:

@@ -93,9 +93,7 @@ def run_backward(
     deps: dict = {}
     stack = list(root_nodes)
     while stack:
-        for nx in stack.pop().next_functions:
-            if nx is None:
-                continue
+        for nx in filter(None, stack.pop().next_functions):  # filter drops the None edges in C
             nxn = nx[0]
             c = deps.get(nxn)
             if c is None:
@@ -146,6 +144,7 @@ def run_backward(
     # as soon as its gradient is made, without a trip through the buffers and the heap. torch runs
     # AccumulateGrad first among ready nodes too, so the order of .grad writes is the same.
     inline_leaves = accumulate and not capture
+    selective = bool(capture) or needed is not None
     trust_exact = not create_graph  # Function._exact_grads vouches for the NumPy (no create_graph) backward
 
     prev_mode = state.grad_enabled
@@ -167,19 +166,19 @@ def run_backward(
                         if r is not None:
                             buf[nr] = r
 
-            if capture:
+            if selective:  # autograd.grad(inputs=...): capture, and skip nodes on no path to an input
                 for nr in range(len(buf)):
                     idxs = capture.get((node, nr))
                     if idxs:
                         for i in idxs:
                             captured[i] = buf[nr]
+                if needed is not None and node.__class__ is not AccumulateGrad and node not in needed:
+                    _release_children(node, deps, heap)
+                    continue
 
             if node.__class__ is AccumulateGrad:  # final class: no subclasses to test for
                 if accumulate:
                     _accumulate_into_leaf(node, buf[0], create_graph)
-                continue
-            if needed is not None and node not in needed:
-                _release_children(node, deps, heap)
                 continue
 
             nexts = node.next_functions
@@ -199,8 +198,11 @@ def run_backward(
                         r = fn(grads, tuple(buf))
                         if r is not None:
                             grads = tuple(r)
-            if not retain_graph:
-                node._release()
+            if not retain_graph:  # free what forward saved; saved_tensors now raises FREED_MSG
+                nd = node.__dict__
+                nd["_freed"] = True
+                nd.pop("_saved", None)
+                nd.pop("_out", None)
 
             for nx, g in zip(nexts, grads):
                 if nx is None:

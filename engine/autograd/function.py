@@ -176,13 +176,6 @@ class Function(Node):
     def name(self) -> str:
         return type(self).__name__ + "Backward0"
 
-    def _release(self):
-        self._freed = True
-        d = self.__dict__
-        if "_saved" in d:
-            del d["_saved"]
-        d.pop("_out", None)
-
     @classmethod
     def _new_node(cls, args):
         """A graph node for `args` without running forward (in-place ops and views rewire history with it)."""
@@ -200,8 +193,12 @@ class Function(Node):
             if a.__class__ is Tensor or isinstance(a, Tensor):
                 meta.append((a._shape, a._dtype))
                 if a._rg:
-                    gf = a.grad_fn  # inline _grad_edge for non-leaves: this runs for every recorded op
-                    nf.append((gf, a._output_nr) if gf is not None else a._grad_edge())
+                    gf = a.grad_fn  # _grad_edge inline (a made leaf's AccumulateGrad too): every recorded op
+                    if gf is not None:
+                        nf.append((gf, a._output_nr))
+                    else:
+                        acc = a._grad_acc
+                        nf.append((acc, 0) if acc is not None else a._grad_edge())
                     nig.append(True)
                     continue
             else:

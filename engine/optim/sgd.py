@@ -51,8 +51,8 @@ class SGD(Optimizer):
 
     def _update_group(self, group) -> None:
         lr = float(group["lr"])
-        wd, mom, damp = group["weight_decay"], group["momentum"], group["dampening"]
-        nesterov, maximize = group["nesterov"], group["maximize"]
+        # plain SGD (the default) skips the weight-decay/maximize/momentum checks per parameter
+        shaped = group["maximize"] or group["weight_decay"] != 0 or group["momentum"] != 0
         scratch = self._scratch
         for p in group["params"]:
             grad = p._grad
@@ -62,42 +62,48 @@ class SGD(Optimizer):
                 _cuda_step.sgd(p, self.state[p], group)
                 continue
             P = p._arr
-            g = grad._arr
-            if maximize or wd != 0:
-                d = self._tmp(p, "d")
-                if maximize:
-                    np.negative(g, out=d)
-                    g = d
-                if wd != 0:
-                    t = self._tmp(p, "t")
-                    np.multiply(P, wd, out=t)
-                    np.add(g, t, out=d)
-                    g = d
-            if mom != 0:
-                st = self.state[p]
-                buf = st.get("momentum_buffer")
-                if buf is None:
-                    buf = st["momentum_buffer"] = _wrap_array(np.array(g, dtype=P.dtype, copy=True))
-                else:
-                    B = buf._arr
-                    np.multiply(B, mom, out=B)
-                    if damp == 0:
-                        np.add(B, g, out=B)
-                    else:
-                        t = self._tmp(p, "t")
-                        np.multiply(g, 1 - damp, out=t)
-                        np.add(B, t, out=B)
-                    buf._storage.version += 1
-                if nesterov:
-                    n = self._tmp(p, "n")
-                    np.multiply(buf._arr, mom, out=n)
-                    np.add(g, n, out=n)
-                    g = n
-                else:
-                    g = buf._arr
+            g = self._direction(p, P, grad._arr, group) if shaped else grad._arr
             u = scratch.get((id(p), "u"))  # _tmp's lookup inline: once per parameter per step
-            if u is None or u.shape != P.shape or u.dtype != P.dtype:
+            if u is None or u.shape != P.shape or u.dtype is not P.dtype:
                 u = self._tmp(p, "u")
             np.multiply(g, -lr, out=u)
             np.add(P, u, out=P)
             p._storage.version += 1
+
+    def _direction(self, p, P, g, group):
+        """The update direction from the gradient array g: negated (maximize), plus weight decay, through the
+        momentum buffer (updated here), with Nesterov's look-ahead."""
+        wd, mom, damp = group["weight_decay"], group["momentum"], group["dampening"]
+        if group["maximize"] or wd != 0:
+            d = self._tmp(p, "d")
+            if group["maximize"]:
+                np.negative(g, out=d)
+                g = d
+            if wd != 0:
+                t = self._tmp(p, "t")
+                np.multiply(P, wd, out=t)
+                np.add(g, t, out=d)
+                g = d
+        if mom != 0:
+            st = self.state[p]
+            buf = st.get("momentum_buffer")
+            if buf is None:
+                buf = st["momentum_buffer"] = _wrap_array(np.array(g, dtype=P.dtype, copy=True))
+            else:
+                B = buf._arr
+                np.multiply(B, mom, out=B)
+                if damp == 0:
+                    np.add(B, g, out=B)
+                else:
+                    t = self._tmp(p, "t")
+                    np.multiply(g, 1 - damp, out=t)
+                    np.add(B, t, out=B)
+                buf._storage.version += 1
+            if group["nesterov"]:
+                n = self._tmp(p, "n")
+                np.multiply(buf._arr, mom, out=n)
+                np.add(g, n, out=n)
+                g = n
+            else:
+                g = buf._arr
+        return g
