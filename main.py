@@ -15,6 +15,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="lay out the window at 1600x1000, render it to PNG and exit (works offscreen)")
     parser.add_argument("--theme", choices=("light", "dark"), help="default: follow the system")
     parser.add_argument("--select", metavar="NODE", help="select this node (shows it in the inspector)")
+    parser.add_argument("--tab", choices=("node", "training"),
+                        help="show this tab of the inspector (training: the training setup form)")
     parser.add_argument("--train-steps", type=int, metavar="N",
                         help="with --screenshot: train N batches first, so the monitor has something to show")
     return parser.parse_args(argv)
@@ -65,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         window.editor.scene.select_nodes([args.select])
         window.inspector_dock.show()
         window.inspector_dock.raise_()  # the training panel may share its tab group
+    if args.tab:
+        window.inspector.setCurrentIndex(("node", "training").index(args.tab))
+        window.inspector_dock.show()
+        window.inspector_dock.raise_()
 
     if args.screenshot:
         window.resize(1600, 1000)

@@ -227,6 +227,40 @@ def test_save_load_round_trip_is_equal(tmp_path):
            '"name": "hidden ünïcode"},' in lines
 
 
+def test_a_document_saved_before_the_newer_optimisers_loads_with_their_defaults():
+    d = _mlp_dict()
+    old = {"type": "SGD", "lr": 0.1, "momentum": 0.5, "weight_decay": 0.0, "betas": [0.9, 0.999], "eps": 1e-8,
+           "nesterov": True}
+    d["training"]["optimizer"] = dict(old)
+    doc = _loads_dict(d)
+    assert doc.training["optimizer"] == {**old, "lr_decay": 0.0, "rho": 0.9, "momentum_decay": 0.004,
+                                         "etas": [0.5, 1.2]}
+
+
+@pytest.mark.parametrize("kind", ["Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "Rprop"])
+def test_the_newer_optimisers_and_their_settings_survive_save_and_load(kind, tmp_path):
+    doc = _mlp()
+    doc.set_training("optimizer.type", kind)
+    values = [("optimizer.lr_decay", 0.01), ("optimizer.rho", 0.95), ("optimizer.momentum_decay", 0.01),
+                ("optimizer.etas", [0.4, 1.5])]
+    for path, value in values:
+        doc.set_training(path, value)
+    save_document(doc, tmp_path / "g.json")
+    back = load_document(tmp_path / "g.json")
+    assert back == doc and back.training["optimizer"]["type"] == kind
+    assert back.training["optimizer"]["etas"] == [0.4, 1.5]
+
+
+def test_optimisers_and_settings_the_app_does_not_offer_are_refused_in_user_terms():
+    doc = _mlp()
+    with pytest.raises(DocumentError, match="optimizer.type must be one of SGD, Adam, .*Adadelta, Rprop"):
+        doc.set_training("optimizer.type", "LBFGS")  # needs a closure the trainer does not drive
+    with pytest.raises(DocumentError, match="optimizer.rho must be at most 1"):
+        doc.set_training("optimizer.rho", 1.5)
+    with pytest.raises(DocumentError, match="optimizer.etas"):
+        doc.set_training("optimizer.etas", [0.5, 1.2, 2.0])
+
+
 def test_design_md_example_loads():
     text = """{
       "format": "wiregrad.graph", "version": 1,

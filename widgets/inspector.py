@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from app.datasets import DATASETS
 from app.document import ParamError, ParamSpec, format_shape, get_spec
 from app.document.catalogue import find_spec
-from app.document.document import TRAINING_FIELDS, _get_path
+from app.document.document import OPTIMIZER_OPTIONS, TRAINING_FIELDS, _get_path
 from widgets.node_editor.items import format_count
 from widgets.theme import current_theme, icon
 
@@ -353,9 +353,10 @@ class NodeForm(QWidget):
         self.problem.setVisible(problem is not None)
 
 
+# which optimisers use each optimiser setting (type and lr apply to all): the others' rows are hidden
 _OPTIMIZER_ONLY = {
-    "optimizer.momentum": ("SGD", "RMSprop"), "optimizer.nesterov": ("SGD",),
-    "optimizer.betas": ("Adam", "AdamW"),
+    f"optimizer.{name}": tuple(kind for kind, options in OPTIMIZER_OPTIONS.items() if name in options)
+    for name in dict.fromkeys(n for options in OPTIMIZER_OPTIONS.values() for n in options)
 }
 
 
@@ -409,7 +410,7 @@ class TrainingForm(QWidget):
         line.setFrameShape(QFrame.HLine)
         line.setObjectName("separator")
         v.addWidget(line)
-        tform = _form()
+        tform = self.training_rows = _form()
         for path, spec in TRAINING_FIELDS.items():
             if path == "dataset":
                 continue
@@ -542,9 +543,10 @@ class TrainingForm(QWidget):
             except (KeyError, TypeError):
                 field.set_value(TRAINING_FIELDS[path].default)
             only = _OPTIMIZER_ONLY.get(path)
-            enabled = only is None or optimizer in only
-            field.widget.setEnabled(enabled)
-            field.label.setEnabled(enabled)
+            applies = only is None or optimizer in only
+            field.widget.setEnabled(applies)
+            field.label.setEnabled(applies)
+            self.training_rows.setRowVisible(field.widget, applies)
 
 
 class Inspector(QTabWidget):

@@ -23,11 +23,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.document.document import OPTIMIZER_OPTIONS
 from widgets.theme import current_theme, icon
 
 ACTIVE_STATES = ("building", "running", "paused", "stopping")
-_LIVE_OPTIONS = {"SGD": ("momentum", "weight_decay"), "Adam": ("weight_decay", "eps"),
-                 "AdamW": ("weight_decay", "eps"), "RMSprop": ("momentum", "weight_decay", "eps")}
+# the single-number options each optimiser lets you change mid-run, in this order
+_LIVE_ORDER = ("momentum", "weight_decay", "eps", "lr_decay", "rho", "momentum_decay")
+_LIVE_OPTIONS = {kind: tuple(o for o in _LIVE_ORDER if o in options)
+                 for kind, options in OPTIMIZER_OPTIONS.items()}
 
 
 def format_duration(seconds: float) -> str:
@@ -48,10 +51,13 @@ def setup_summary(training: dict[str, Any]) -> list[tuple[str, str]]:
     extra = ", ".join(f"{k}={v}" for k, v in ds.items() if k != "val_fraction")
     opt = training.get("optimizer") or {}
     opt_text = opt.get("type", "?") + f"  lr {opt.get('lr', '?')}"
-    if opt.get("weight_decay"):
-        opt_text += f", wd {opt['weight_decay']}"
-    if opt.get("type") in ("SGD", "RMSprop") and opt.get("momentum"):
-        opt_text += f", momentum {opt['momentum']}"
+    used = OPTIMIZER_OPTIONS.get(opt.get("type"), ())
+    for name, short in (("weight_decay", "wd"), ("momentum", "momentum"), ("lr_decay", "lr decay"),
+                        ("rho", "rho"), ("etas", "etas")):
+        value = opt.get(name)
+        if name in used and value:
+            text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+            opt_text += f", {short} {text}"
     sched = training.get("lr_schedule") or {}
     clip = training.get("grad_clip")
     return [

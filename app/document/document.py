@@ -120,7 +120,21 @@ class RemovedNode:
 # ---------------------------------------------------------------------------------------------
 # training settings: one ParamSpec per dotted path, so the training panel can build its form
 # ---------------------------------------------------------------------------------------------
-OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop")
+# the settings each optimiser takes besides lr, named as in PyTorch (the others stay in the document unused).
+# Adagrad and Adadelta leave eps at PyTorch's own defaults (1e-10, 1e-6), which differ from the shared 1e-8.
+OPTIMIZER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "SGD": ("momentum", "weight_decay", "nesterov"),
+    "Adam": ("betas", "eps", "weight_decay"),
+    "AdamW": ("betas", "eps", "weight_decay"),
+    "RMSprop": ("momentum", "eps", "weight_decay"),
+    "Adagrad": ("lr_decay", "weight_decay"),
+    "Adamax": ("betas", "eps", "weight_decay"),
+    "NAdam": ("betas", "eps", "weight_decay", "momentum_decay"),
+    "RAdam": ("betas", "eps", "weight_decay"),
+    "Adadelta": ("rho", "weight_decay"),
+    "Rprop": ("etas",),
+}
+OPTIMIZERS = tuple(OPTIMIZER_OPTIONS)
 LR_SCHEDULES = ("constant", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "OneCycleLR",
                 "ReduceLROnPlateau", "LinearLR")
 
@@ -132,13 +146,25 @@ TRAINING_FIELDS: dict[str, ParamSpec] = {p.name: p for p in (
     ParamSpec("loss", "choice", None, nullable=True, choices=LOSSES,
               help="Overrides the Output node's loss when set (empty: use the Output node's)"),
     ParamSpec("optimizer.type", "choice", "AdamW", choices=OPTIMIZERS, help="Optimiser"),
-    ParamSpec("optimizer.lr", "float", 1e-3, min=1e-12, max=100.0, help="Learning rate"),
+    ParamSpec("optimizer.lr", "float", 1e-3, min=1e-12, max=100.0,
+              help="Learning rate (PyTorch's defaults: Adadelta 1.0; Adagrad, RMSprop, Rprop 0.01; "
+                   "Adamax, NAdam 0.002; the others 0.001)"),
     ParamSpec("optimizer.momentum", "float", 0.9, min=0.0, max=1.0, help="Momentum (SGD, RMSprop)"),
     ParamSpec("optimizer.weight_decay", "float", 0.01, min=0.0, max=10.0, help="Weight decay"),
     ParamSpec("optimizer.betas", "float-tuple", [0.9, 0.999], length=2, min=0.0, max=0.999999,
-              help="Adam/AdamW moment decay rates"),
-    ParamSpec("optimizer.eps", "float", 1e-8, min=0.0, max=1.0, help="Added to denominators for stability"),
+              help="Moment decay rates (Adam, AdamW, Adamax, NAdam, RAdam)"),
+    ParamSpec("optimizer.eps", "float", 1e-8, min=0.0, max=1.0,
+              help="Added to denominators for stability (Adam family, RMSprop)"),
     ParamSpec("optimizer.nesterov", "bool", False, help="Nesterov momentum (SGD)"),
+    ParamSpec("optimizer.lr_decay", "float", 0.0, min=0.0, max=10.0,
+              help="Adagrad: the step is lr / (1 + (step - 1) * lr_decay)"),
+    ParamSpec("optimizer.rho", "float", 0.9, min=0.0, max=1.0,
+              help="Adadelta: decay of its running averages of squared gradients and updates"),
+    ParamSpec("optimizer.momentum_decay", "float", 4e-3, min=0.0, max=1.0,
+              help="NAdam: how fast its momentum schedule ramps up"),
+    ParamSpec("optimizer.etas", "float-tuple", [0.5, 1.2], length=2, min=1e-6, max=100.0,
+              help="Rprop: step-size factors (shrink after a sign flip < 1 < grow while the sign holds); "
+                   "lr is only its initial step size"),
     ParamSpec("lr_schedule.type", "choice", "constant", choices=LR_SCHEDULES, help="Learning-rate schedule"),
     ParamSpec("lr_schedule.options", "dict", {}, help="Options of the schedule, named as in PyTorch"),
     ParamSpec("batch_size", "int", 64, min=1, max=1_000_000, help="Samples per batch"),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.document import Document, ParamError, get_spec
+from app.document.document import OPTIMIZER_OPTIONS
 
 from .graph import ExportError
 
@@ -383,9 +384,10 @@ def _settings_from_script(doc: Document, owner: Any) -> None:
                 doc.set_param(node.id, name, value)
     if callable(getattr(owner, "build_optimizer", None)):
         opt = owner.build_optimizer([torch.nn.Parameter(torch.zeros(1))], 1e-3)
-        doc.set_training("optimizer.type", type(opt).__name__)
+        kind = type(opt).__name__
+        doc.set_training("optimizer.type", kind)
         group = opt.param_groups[0]
-        for name in ("momentum", "weight_decay", "betas", "eps", "nesterov"):
+        for name in OPTIMIZER_OPTIONS.get(kind, ()):
             if name in group:
                 value = list(group[name]) if isinstance(group[name], tuple) else group[name]
                 doc.set_training(f"optimizer.{name}", value)

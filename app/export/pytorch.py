@@ -15,6 +15,7 @@ from typing import Any
 
 from app.document import Document
 from app.document.catalogue import CLASS_LOSSES, FLOAT_TARGET_LOSSES
+from app.document.document import OPTIMIZER_OPTIONS
 
 from .data_source import DATA_OPTIONS, data_source, resolved_dataset
 from .graph import ExportError, ExportGraph, ExportNode, plan_export
@@ -260,22 +261,18 @@ def _loss_constructor(graph: ExportGraph, out_id: str) -> str:
     return _constructor("nn", params["loss"], get_spec("Output").engine_kwargs(params, node.in_shapes))
 
 
-_OPTIMIZER_OPTIONS = {
-    "SGD": ("momentum", "weight_decay", "nesterov"),
-    "Adam": ("betas", "eps", "weight_decay"),
-    "AdamW": ("betas", "eps", "weight_decay"),
-    "RMSprop": ("momentum", "eps", "weight_decay"),
-}
-
-
 def _optimizer_source(training: Mapping[str, Any]) -> str:
     opt = training["optimizer"]
     kind = opt["type"]
-    kwargs = {k: opt[k] for k in _OPTIMIZER_OPTIONS[kind] if k in opt}
+    kwargs = {k: opt[k] for k in OPTIMIZER_OPTIONS[kind] if k in opt}
     if kind == "SGD" and kwargs.get("nesterov") and not kwargs.get("momentum"):
         kwargs["nesterov"] = False
-    args = ", ".join(f"{k}={_py(v)}" for k, v in kwargs.items())
-    return f"torch.optim.{kind}(parameters, lr=lr, {args})"
+    args = "".join(f", {k}={_py(v)}" for k, v in kwargs.items())
+    call = f"torch.optim.{kind}(parameters, lr=lr{args})"
+    if len(call) <= 96:  # fits after "    return " within the script's 110 columns
+        return call
+    return f"torch.optim.{kind}(\n        parameters,\n        lr=lr," + "".join(
+        f"\n        {k}={_py(v)}," for k, v in kwargs.items()) + "\n    )"
 
 
 def _scheduler_source(training: Mapping[str, Any]) -> tuple[str, str]:

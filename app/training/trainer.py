@@ -23,6 +23,7 @@ from app.compile import CompiledModel, build_loss, compile_document
 from app.datasets import DatasetSplit, load_dataset
 from app.document import Document, infer_shapes
 from app.document.catalogue import CLASS_LOSSES, FLOAT_TARGET_LOSSES
+from app.document.document import OPTIMIZER_OPTIONS
 
 from . import checkpoint as ckpt
 from .doctor import DoctorThresholds, TrainingDoctor, locate_nonfinite, nonfinite_finding
@@ -40,12 +41,8 @@ from .metrics import (
 
 STATES = ("ready", "running", "paused", "stopping", "finished", "stopped", "early_stopped", "failed")
 _PER_BATCH_SCHEDULES = ("OneCycleLR",)
-_OPTIMIZER_OPTIONS = {
-    "SGD": ("lr", "momentum", "weight_decay", "nesterov"),
-    "Adam": ("lr", "betas", "eps", "weight_decay"),
-    "AdamW": ("lr", "betas", "eps", "weight_decay"),
-    "RMSprop": ("lr", "momentum", "eps", "weight_decay"),
-}
+_OPTIMIZER_OPTIONS = {kind: ("lr", *options) for kind, options in OPTIMIZER_OPTIONS.items()}
+_TUPLE_OPTIONS = ("betas", "etas")
 
 
 def _amp() -> Any:
@@ -224,11 +221,15 @@ class Trainer:
         opt = self.training["optimizer"]
         kind = opt["type"]
         kwargs = {k: opt[k] for k in _OPTIMIZER_OPTIONS[kind] if k in opt}
-        if "betas" in kwargs:
-            kwargs["betas"] = tuple(kwargs["betas"])
+        for name in _TUPLE_OPTIONS:
+            if name in kwargs:
+                kwargs[name] = tuple(kwargs[name])
         if kind == "SGD" and kwargs.get("nesterov") and not kwargs.get("momentum"):
             kwargs["nesterov"] = False
-        return getattr(engine.optim, kind)(self.model.parameters(), **kwargs)
+        try:
+            return getattr(engine.optim, kind)(self.model.parameters(), **kwargs)
+        except ValueError as exc:  # e.g. Rprop etas not around 1: the document cannot check pairs
+            raise TrainerError(f"training: optimizer {kind}: {exc}") from None
 
     def _build_scheduler(self):
         sched = self.training["lr_schedule"]
@@ -280,12 +281,12 @@ class Trainer:
         self.set_optimizer_option("lr", lr)
 
     def set_optimizer_option(self, name: str, value: Any) -> None:
-        """Change an optimiser option (lr, momentum, weight_decay, betas, eps) from the next step on."""
+        """Change an optimiser option (lr, momentum, weight_decay, betas, eps, ...) from the next step on."""
         kind = self.training["optimizer"]["type"]
         allowed = _OPTIMIZER_OPTIONS[kind]
         if name not in allowed:
             raise ValueError(f"{kind} has no option '{name}' (options: {', '.join(allowed)})")
-        if name == "betas":
+        if name in _TUPLE_OPTIONS:
             value = tuple(float(v) for v in value)
         elif name == "nesterov":
             value = bool(value)

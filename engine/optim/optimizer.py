@@ -222,7 +222,12 @@ def _copy_state_value(name: str, v, p: Tensor):
         # PyTorch casts floating state to the parameter's dtype, except `step` which stays as saved.
         if name != "step" and arr.dtype.kind == "f" and arr.dtype != p._dtype.np:
             arr = arr.astype(p._dtype.np)
-        return _wrap_array(arr)
+        t = _wrap_array(arr)
+        # ... and moves it to the parameter's device (`step` stays on the host, as torch keeps it), so a
+        # resumed GPU run steps its state with the CUDA kernels
+        if name != "step" and p.is_cuda:
+            t = t.to(p.device)
+        return t
     if isinstance(v, np.ndarray):
         return _wrap_array(np.array(v, copy=True))
     return copy.deepcopy(v)

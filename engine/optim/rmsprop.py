@@ -6,8 +6,14 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..tensor import _wrap_array
 from . import _cuda_step
+from ._pointwise import (
+    array_module,
+    full_like_param,
+    place_state_on,
+    scratch,
+    update_direction,
+)
 from ._state import bump_versions, check_non_negative, init_rmsprop_state
 from .adam import addcmul_sq_, grad_with_decay, lerp_
 from .optimizer import Optimizer, _state_tensor
@@ -127,28 +133,32 @@ class Adagrad(Optimizer):
     def _init_state(self, p, group) -> None:
         st = self.state[p]
         st["step"] = _state_tensor(0.0)
-        st["sum"] = _wrap_array(np.full(p._shape, group["initial_accumulator_value"], dtype=p._dtype.np))
+        st["sum"] = full_like_param(p, group["initial_accumulator_value"])
 
     def _update_group(self, group) -> None:
+        # no fused kernel: the same array code runs on NumPy and, for a GPU parameter, on CuPy
         lr, lr_decay, eps = float(group["lr"]), group["lr_decay"], group["eps"]
         for p in group["params"]:
             if p._grad is None:
                 continue
+            xp = array_module(p)
             st = self.state[p]
             if not st:
                 self._init_state(p, group)
+            place_state_on(p, st)
             step_arr = st["step"]._arr
             np.add(step_arr, 1, out=step_arr)
             step = float(step_arr)
-            g = grad_with_decay(self, p, group["maximize"], group["weight_decay"])
+            g = update_direction(self, p, group["maximize"], group["weight_decay"])
             clr = lr / (1 + (step - 1) * lr_decay)
-            t = self._tmp(p, "t")
+            t = scratch(self, p, "t")
             Sum = st["sum"]._arr
-            addcmul_sq_(Sum, g, 1, t)
-            std = self._tmp(p, "std")
-            np.sqrt(Sum, out=std)
-            np.add(std, eps, out=std)
-            np.multiply(g, -clr, out=t)
-            np.divide(t, std, out=t)
-            np.add(p._arr, t, out=p._arr)
+            xp.multiply(g, g, out=t)
+            xp.add(Sum, t, out=Sum)
+            std = scratch(self, p, "std")
+            xp.sqrt(Sum, out=std)
+            xp.add(std, eps, out=std)
+            xp.multiply(g, -clr, out=t)
+            xp.divide(t, std, out=t)
+            xp.add(p._arr, t, out=p._arr)
             bump_versions(p, st)

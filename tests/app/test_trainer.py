@@ -12,6 +12,7 @@ from app.training import (
     EpochMetrics,
     Trainer,
     TrainerCallback,
+    TrainerError,
     find_lr,
     overfit_one_batch,
     read_metrics,
@@ -185,6 +186,78 @@ def test_unknown_optimizer_option_is_refused_in_user_terms():
     trainer = Trainer(make_doc(epochs=1))
     with pytest.raises(ValueError, match="Adam has no option 'momentum'"):
         trainer.set_optimizer_option("momentum", 0.9)
+
+
+# (optimizer, lr, settings besides lr): each learns blobs in three epochs with these
+NEWER_OPTIMIZERS = [
+    ("Adagrad", 0.1, {"lr_decay": 0.01}),
+    ("Adamax", 0.02, {"betas": [0.8, 0.99]}),
+    ("NAdam", 0.02, {"momentum_decay": 0.01}),
+    ("RAdam", 0.02, {"eps": 1e-6}),
+    ("Adadelta", 1.0, {"rho": 0.8}),
+    ("Rprop", 0.01, {"etas": [0.4, 1.3]}),
+]
+
+
+def _doc_with(kind, lr, settings, **kwargs):
+    doc = make_doc(lr=lr, optimizer=kind, **kwargs)
+    for name, value in settings.items():
+        doc.set_training(f"optimizer.{name}", value)
+    return doc
+
+
+@pytest.mark.parametrize("kind,lr,settings", NEWER_OPTIMIZERS, ids=[o[0] for o in NEWER_OPTIMIZERS])
+def test_the_newer_optimizers_train_with_the_documents_settings(kind, lr, settings):
+    import engine.optim
+
+    rec = Recorder()
+    trainer = Trainer(_doc_with(kind, lr, settings, epochs=3), callbacks=[rec])
+    assert type(trainer.optimizer) is getattr(engine.optim, kind)
+    group = trainer.optimizer.param_groups[0]
+    assert group["lr"] == lr
+    for name, value in settings.items():
+        assert group[name] == (tuple(value) if isinstance(value, list) else value)
+    assert trainer.run().status == "finished"
+    assert rec.epochs[-1].train_loss < rec.epochs[0].train_loss
+
+
+def test_adagrad_and_adadelta_keep_pytorchs_own_eps_and_rprop_takes_no_weight_decay():
+    # the document's eps (1e-8) and weight decay are the Adam family's; these optimisers' defaults differ
+    doc = make_doc(optimizer="Adagrad")
+    doc.set_training("optimizer.weight_decay", 0.1)
+    assert Trainer(doc).optimizer.param_groups[0]["eps"] == 1e-10
+    assert Trainer(make_doc(optimizer="Adadelta")).optimizer.param_groups[0]["eps"] == 1e-6
+    doc.set_training("optimizer.type", "Rprop")
+    assert "weight_decay" not in Trainer(doc).optimizer.param_groups[0]
+
+
+def test_the_newer_optimizers_options_change_live_and_bad_etas_are_a_user_error():
+    trainer = Trainer(_doc_with("Adadelta", 1.0, {}, epochs=1))
+    trainer.set_optimizer_option("rho", 0.5)
+    trainer.set_optimizer_option("weight_decay", 0.01)
+    with pytest.raises(ValueError, match="Adadelta has no option 'momentum' .*: lr, rho, weight_decay"):
+        trainer.set_optimizer_option("momentum", 0.9)
+    trainer.run()
+    assert trainer.optimizer.param_groups[0]["rho"] == 0.5
+    rprop = Trainer(_doc_with("Rprop", 0.01, {}, epochs=1))
+    rprop.set_optimizer_option("etas", [0.3, 1.4])
+    rprop.run()
+    assert rprop.optimizer.param_groups[0]["etas"] == (0.3, 1.4)
+    with pytest.raises(TrainerError, match=r"optimizer Rprop: Invalid eta values: 1.2, 0.5"):
+        Trainer(_doc_with("Rprop", 0.01, {"etas": [1.2, 0.5]}))
+
+
+@pytest.mark.parametrize("kind", ["NAdam", "Rprop", "Adadelta"])
+def test_the_newer_optimizers_resume_from_a_checkpoint_exactly(kind, tmp_path):
+    lr = {"Adadelta": 1.0}.get(kind, 0.01)
+    full = Recorder()
+    doc = make_doc(lr=lr, optimizer=kind, epochs=3)
+    Trainer(doc, tmp_path / "a", callbacks=[full], checkpoint_every=1).run()
+    resumed = Recorder()
+    trainer = Trainer(make_doc(lr=lr, optimizer=kind, epochs=3), tmp_path / "b", callbacks=[resumed])
+    trainer.load_checkpoint(tmp_path / "a" / "checkpoints" / "epoch_0001.ckpt")
+    trainer.run()
+    assert _losses(resumed) == [t for t in _losses(full) if t[0] >= 1]
 
 
 def _losses(rec):

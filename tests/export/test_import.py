@@ -186,6 +186,23 @@ def test_lstm_tuple_plumbing_becomes_the_last_state_option(tmp_path):
     assert infer_shapes(doc).shape_of("fc") == (None, 2)
 
 
+@pytest.mark.parametrize("kind,settings", [("Adadelta", {"rho": 0.8}), ("Rprop", {"etas": [0.4, 1.3]}),
+                                           ("NAdam", {"momentum_decay": 0.01, "betas": [0.85, 0.99]})])
+def test_the_newer_optimizers_and_their_settings_survive_export_then_import(kind, settings, tmp_path):
+    from export_helpers import ROOT
+
+    from app.document import load_document
+
+    doc = load_document(ROOT / "assets" / "examples" / "spirals.json")
+    doc.set_training("optimizer.type", kind)
+    for name, value in settings.items():
+        doc.set_training(f"optimizer.{name}", value)
+    back = import_target(f"{export_pytorch(doc, tmp_path / 'train_model.py')}:Model")
+    assert back.training["optimizer"]["type"] == kind
+    for name, value in settings.items():
+        assert back.training["optimizer"][name] == value
+
+
 def test_an_exported_script_with_weights_imports_and_reexports_the_same_module(tmp_path):
     from export_helpers import ROOT
 

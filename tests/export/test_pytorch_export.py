@@ -253,6 +253,52 @@ def _initial_weights(script):
     return module.Model().state_dict()
 
 
+NEWER_OPTIMIZERS = [
+    ("Adagrad", 0.05, {"lr_decay": 0.01, "weight_decay": 0.001}),
+    ("Adamax", 0.02, {"betas": [0.8, 0.99], "eps": 1e-6}),
+    ("NAdam", 0.02, {"momentum_decay": 0.01, "weight_decay": 0.001, "betas": [0.85, 0.995], "eps": 1e-7}),
+    ("RAdam", 0.02, {"eps": 1e-6}),
+    ("Adadelta", 1.0, {"rho": 0.8}),
+    ("Rprop", 0.01, {"etas": [0.4, 1.3]}),
+]
+
+
+@pytest.mark.parametrize("kind,lr,settings", NEWER_OPTIMIZERS, ids=[o[0] for o in NEWER_OPTIMIZERS])
+def test_the_script_builds_torchs_optimizer_like_the_trainer_and_it_steps_alike(kind, lr, settings, tmp_path):
+    import engine
+    from app.document import load_document
+    from app.training import Trainer
+
+    doc = load_document(ROOT / "assets" / "examples" / "spirals.json")
+    doc.set_training("optimizer.type", kind)
+    doc.set_training("optimizer.lr", lr)
+    for name, value in settings.items():
+        doc.set_training(f"optimizer.{name}", value)
+    path = tmp_path / f"train_{kind}.py"
+    path.write_text(generate_script(doc))
+    proc = subprocess.run([shutil.which("ruff"), "check", "--no-cache", "--isolated", "--select", "E,F,W,I,B",
+                           "--line-length", "110", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+    ours = Trainer(doc).optimizer
+    rng = np.random.default_rng(0)
+    start = [rng.standard_normal(s).astype(np.float32) for s in [(4, 3), (3,)]]
+    pt = [torch.nn.Parameter(torch.tensor(a)) for a in start]
+    theirs = load_script(path, f"optimizer_{kind}").build_optimizer(pt, lr)
+    assert type(theirs) is getattr(torch.optim, kind)
+    options = {k: v for k, v in ours.param_groups[0].items() if k != "params"}
+    assert {k: v for k, v in theirs.param_groups[0].items() if k != "params"} == options
+    pe = [engine.nn.Parameter(engine.tensor(a)) for a in start]
+    twin = type(ours)(pe, **options)  # the trainer's optimizer, on these parameters
+    for step in range(5):
+        for a, b in zip(pe, pt):
+            g = np.cos(b.detach().numpy() * (step + 1)) + 0.3
+            a.grad, b.grad = engine.tensor(g), torch.tensor(g)
+        twin.step()
+        theirs.step()
+    for a, b in zip(pe, pt):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_unsupported_multi_input_graphs_are_refused_with_the_node_ids():
     doc = Document()
     doc.add_node("Input", {"shape": [3]}, node_id="a")

@@ -121,6 +121,54 @@ def test_a_training_step_on_cuda_matches_the_cpu_step(opt):
         np.testing.assert_allclose(pg.detach().cpu().numpy(), pc.detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "opt", ["Adagrad", "Adamax", "NAdam", "RAdam", "Adadelta", "ASGD", "Rprop", "Adafactor", "LBFGS"]
+)
+def test_the_array_module_optimisers_step_and_resume_on_cuda_like_on_the_cpu(opt):
+    """These run the same code on CuPy as on NumPy (no fused kernel), also after resuming mid-run."""
+    kwargs = {"lr": 0.5, "line_search_fn": "strong_wolfe", "max_iter": 3} if opt == "LBFGS" else {"lr": 0.01}
+    x, y = _arr(8, 6, seed=4), np.arange(8) % 3
+    models = []
+    for device in ("cpu", "cuda"):
+        engine.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)).to(device)
+        o = getattr(engine.optim, opt)(model.parameters(), **kwargs)
+        xb, yb = engine.tensor(x, device=device), engine.tensor(y, device=device)
+
+        def closure(o=o, model=model, xb=xb, yb=yb):
+            o.zero_grad()
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            return loss
+
+        for step in range(4):
+            if step == 2:  # resume from a state_dict half-way
+                sd = o.state_dict()
+                o = getattr(engine.optim, opt)(model.parameters(), **kwargs)
+                o.load_state_dict(sd)
+            o.step(closure)
+        models.append(model)
+    for pc, pg in zip(models[0].parameters(), models[1].parameters()):
+        np.testing.assert_allclose(pg.detach().cpu().numpy(), pc.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("opt", ["SGD", "Adam", "RMSprop"])
+def test_load_state_dict_puts_state_on_the_parameters_gpu_like_torch(opt):
+    """The fused CUDA steps need their state on the device; `step` stays on the host, as in torch."""
+    model = nn.Linear(4, 3).to("cuda")
+    kwargs = {"lr": 0.1, "momentum": 0.9} if opt == "SGD" else {"lr": 0.1}
+    o = getattr(engine.optim, opt)(model.parameters(), **kwargs)
+    model(engine.ones(2, 4, device="cuda")).sum().backward()
+    o.step()
+    o2 = getattr(engine.optim, opt)(model.parameters(), **kwargs)
+    o2.load_state_dict(o.state_dict())
+    for state in o2.state.values():
+        for name, v in state.items():
+            if isinstance(v, engine.Tensor):
+                assert v.is_cuda == (name != "step"), (name, v.device)
+    o2.step()  # the fused kernels accept the loaded state
+
+
 def test_mixing_a_cuda_and_a_cpu_tensor_raises_torchs_error():
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*cuda:0.*cpu"):
         engine.ones(3, device="cuda") + engine.ones(3)

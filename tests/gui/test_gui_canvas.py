@@ -320,6 +320,38 @@ def test_training_form_edits_the_document_training_setup(qtbot, editor):
     assert editor.doc.training["optimizer"]["type"] == "AdamW"
 
 
+def test_the_training_form_shows_only_the_settings_the_chosen_optimizer_takes(qtbot, editor):
+    from widgets.inspector import Inspector
+
+    inspector = Inspector(editor)
+    qtbot.addWidget(inspector)
+    inspector.show()
+    inspector.setCurrentIndex(1)
+    form = inspector.training_form
+
+    def shown():
+        return {path.split(".", 1)[1] for path, field in form.fields.items()
+                if path.startswith("optimizer.") and field.widget.isVisible()}
+
+    opt = form.fields["optimizer.type"].widget
+    assert shown() == {"type", "lr", "betas", "eps", "weight_decay"}  # AdamW
+    opt.setCurrentIndex(opt.findData("Rprop"))
+    assert shown() == {"type", "lr", "etas"}
+    opt.setCurrentIndex(opt.findData("NAdam"))
+    assert shown() == {"type", "lr", "betas", "eps", "weight_decay", "momentum_decay"}
+    opt.setCurrentIndex(opt.findData("Adadelta"))
+    assert shown() == {"type", "lr", "rho", "weight_decay"}
+    assert not form.fields["optimizer.betas"].widget.isEnabled()
+    form.fields["optimizer.rho"].widget.setValue(0.8)
+    assert editor.doc.training["optimizer"]["type"] == "Adadelta"
+    assert editor.doc.training["optimizer"]["rho"] == 0.8
+    editor.undo_stack.undo()
+    assert editor.doc.training["optimizer"]["rho"] == 0.9
+    editor.undo_stack.undo()  # successive picks of the optimiser are one undo step
+    assert editor.doc.training["optimizer"]["type"] == "AdamW"
+    assert shown() == {"type", "lr", "betas", "eps", "weight_decay"}
+
+
 def test_wheel_zooms_around_the_cursor(qtbot, editor):
     view = editor.view
     at = node_point(editor, "relu")

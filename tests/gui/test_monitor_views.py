@@ -290,3 +290,26 @@ def test_the_doctor_reads_the_newest_error_in_full_below_the_list_and_a_clicked_
     assert "gradients of fc1 are exploding" in panel.detail.text()
     panel.clear()
     assert not panel.detail.isVisible()
+
+
+def test_the_training_panel_offers_and_summarises_each_optimizers_own_options(qtbot):
+    from app.document.document import default_training
+    from widgets.training_panel import TrainingPanel, setup_summary
+
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    training = default_training()
+    training["optimizer"].update(type="Adadelta", lr=1.0, rho=0.8)
+    panel.set_setup(training)
+    combo = panel.option_name
+    assert [combo.itemText(i) for i in range(combo.count())] == ["weight_decay", "rho"]
+    combo.setCurrentText("rho")
+    panel.option_value.setText("0.5")
+    with qtbot.waitSignal(panel.option_requested) as sent:
+        panel.apply_option.click()
+    assert sent.args == ["rho", 0.5]
+    assert dict(setup_summary(training))["Optimiser"] == "Adadelta  lr 1.0, wd 0.01, rho 0.8"
+    training["optimizer"].update(type="Rprop", lr=0.01)
+    panel.set_setup(training)
+    assert combo.count() == 0  # etas is a pair: set it in the inspector
+    assert dict(setup_summary(training))["Optimiser"] == "Rprop  lr 0.01, etas 0.5, 1.2"
