@@ -58,6 +58,36 @@ def compare(contenders: dict[str, Callable[[], object]], iters: int, rounds: int
     return times
 
 
+def compare_paired(contenders: dict[str, Callable[[], object]], iters: int, rounds: int = 5, block: int = 10,
+                   rest: float = 0.3) -> dict[str, list[float]]:
+    """Per-round seconds per call for contenders that share one thread pool (the engine and hand-written NumPy
+    both run NumPy's BLAS), alternating in blocks of `block` calls within each round.
+
+    On a shared VM the speed drifts over fractions of a second; with one timed block per contender a slow
+    phase lands on whichever block it hits, and the ratio swings with it. Alternating short blocks spreads
+    the drift over all contenders alike. Contenders with their own thread pool (torch's OpenMP) would spin
+    against each other here: time those with compare()."""
+    names = list(contenders)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    n_blocks = max(1, iters // block)
+    for _ in range(rounds):
+        time.sleep(rest)
+        for fn in contenders.values():
+            for _ in range(3):
+                fn()
+        spent = dict.fromkeys(names, 0.0)
+        for _ in range(n_blocks):
+            for name in names:
+                fn = contenders[name]
+                t0 = time.perf_counter()
+                for _ in range(block):
+                    fn()
+                spent[name] += time.perf_counter() - t0
+        for name in names:
+            times[name].append(spent[name] / (n_blocks * block))
+    return times
+
+
 def median_ratio(times: dict[str, list[float]], num: str, den: str) -> float:
     return statistics.median(a / b for a, b in zip(times[num], times[den]))
 

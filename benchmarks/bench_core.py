@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 
 import numpy as np
@@ -15,7 +16,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import engine  # noqa: E402
-from benchmarks._harness import compare, median_ratio, report, set_threads  # noqa: E402
+from benchmarks._harness import compare, compare_paired, median_ratio, report, set_threads  # noqa: E402
 
 try:
     import torch
@@ -165,7 +166,14 @@ def mlp_step(rounds: int) -> None:
     times = compare(contenders, iters=100, rounds=rounds)
     report("MLP 784-256-10 training step, batch 128, float32, SGD (microseconds per step)", times,
            base="engine")
-    print(f"  engine/numpy: {median_ratio(times, 'engine', 'numpy (hand-written)'):.2f}x  (target <= 1.2x)")
+    # The target ratio is measured with the two NumPy-based steps alternating in blocks of 10 (the VM's speed
+    # drifts; see compare_paired); the ratio of the separate blocks above is printed too.
+    pair = {k: contenders[k] for k in ("engine", "numpy (hand-written)")}
+    paired = compare_paired(pair, iters=200, rounds=rounds)
+    print(f"  engine/numpy: {median_ratio(paired, 'engine', 'numpy (hand-written)'):.2f}x  (target <= 1.2x; "
+          f"alternating blocks of 10 steps; {statistics.median(paired['engine']) * 1e6:.0f} vs "
+          f"{statistics.median(paired['numpy (hand-written)']) * 1e6:.0f} us)")
+    print(f"  engine/numpy, separate blocks: {median_ratio(times, 'engine', 'numpy (hand-written)'):.2f}x")
     if torch is not None:
         print(f"  engine/torch: {median_ratio(times, 'engine', 'torch'):.2f}x  (target <= 1.0x)")
         print(f"  control: torch/torch: {median_ratio(times, 'torch (control)', 'torch'):.2f}x")

@@ -60,7 +60,8 @@ class Linear(Function):
         gx = _wrap_array(np.dot(ga, w._arr) if ga.ndim <= 2 else np.matmul(ga, w._arr)) if nig[0] else None
         if nig[1]:
             xa = x._arr
-            gw = _wrap_array(np.dot(g2.T, xa if xa.ndim == 2 else xa.reshape(-1, xa.shape[-1])))
+            # matmul, not dot, here: with 2 BLAS threads np.dot of this transposed operand runs ~15% slower
+            gw = _wrap_array(np.matmul(g2.T, xa if xa.ndim == 2 else xa.reshape(-1, xa.shape[-1])))
         else:
             gw = None
         gb = _wrap_array(np.add.reduce(g2, axis=0)) if nig[2] else None
@@ -368,9 +369,9 @@ class CrossEntropy(Function):
                 _ROW_STARTS.clear()
             rows = _ROW_STARTS[m, c] = np.arange(0, m * c, c)
         flat = t + rows
-        # mean of lse - s[y]; softmax kept for backward as e / sum(e) (one exp pass, not two)
-        total = (np.add.reduce(np.log(se[:, 0]), dtype=np.float64)
-                 - np.add.reduce(s.ravel()[flat], dtype=np.float64)) / m
+        # mean of the rows' lse - s[y] (float32 per row, summed in float64: torch's accumulate type);
+        # softmax kept for backward as e / sum(e) (one exp pass, not two)
+        total = np.add.reduce(np.log(se[:, 0]) - s.ravel()[flat], dtype=np.float64) / m
         e /= se
         ctx.p, ctx.tt, ctx.flat, ctx.denom, ctx._plain = e, t, flat, m, True
         if ctx.__class__ is not _NoGradCtx:
