@@ -931,7 +931,9 @@ def cross_entropy(
     label_smoothing: float = 0.0,
 ) -> Tensor:
     """Class indices: fused log-softmax + NLL node (backward softmax - one-hot); probabilities: composite."""
-    red = _reduction(size_average, reduce, reduction)
+    red = reduction
+    if size_average is not None or reduce is not None:  # the deprecated spellings
+        red = _reduction(size_average, reduce, reduction)
     if red not in ("mean", "sum", "none"):
         raise ValueError(f"{red} is not a valid value for reduction")
     if _amp_state.any:  # autocast: losses are computed in float32

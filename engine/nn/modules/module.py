@@ -80,11 +80,11 @@ class Module:
             return self._call_with_hooks(args, kwargs)
         name = d["_scope_name"]
         if name is None:
-            return self.forward(*args, **kwargs)
+            return self.forward(*args, **kwargs) if kwargs else self.forward(*args)
         prev = state.scope
         state.scope = name
         try:
-            return self.forward(*args, **kwargs)
+            return self.forward(*args, **kwargs) if kwargs else self.forward(*args)
         finally:
             state.scope = prev
 
