@@ -112,6 +112,7 @@ from .ops.elementwise import (  # noqa: E402  # noqa: E402
     addcdiv,
     addcmul,
     allclose,
+    arctan2,
     asin,
     asinh,
     atan,
@@ -277,7 +278,7 @@ from .ops.sort import (  # noqa: E402
 )
 
 # NumPy-style spellings torch also accepts
-absolute, arccos, arcsin, arctan, arctan2, fix, sgn = abs, acos, asin, atan, atan2, trunc, sign  # noqa: E402
+absolute, arccos, arcsin, arctan, fix, sgn = abs, acos, asin, atan, trunc, sign  # noqa: E402
 arcsinh, arccosh, arctanh = asinh, acosh, atanh  # noqa: E402
 from . import special  # noqa: E402  (engine.special, like torch.special)
 from .ops.special_math import digamma, erfinv, i0, i0_, lgamma, mvlgamma, polygamma  # noqa: E402

@@ -164,18 +164,29 @@ Rad2DegBackward0 = torch_node(Scale, "Rad2DegBackward0")
 VdotBackward0 = torch_node(Vdot, "VdotBackward0")
 
 
+def _float_kernel(name: str, input, other) -> None:
+    """torch's hypot and logaddexp take two tensors and have loops only for a floating result dtype."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        E._two_tensors(name, input, other)
+    if not (input._dtype.is_floating_point or other._dtype.is_floating_point):
+        E._not_implemented(f"{name}_cpu", D.result_type(input, other))
+
+
 def hypot(input: Tensor, other: Tensor) -> Tensor:
     """sqrt(a^2 + b^2)."""
+    _float_kernel("hypot", input, other)
     return HypotBackward0.apply(input, other)
 
 
 def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     """log(e^a + e^b)."""
+    _float_kernel("logaddexp", input, other)
     return LogaddexpBackward0.apply(input, other, False)
 
 
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     """log2(2^a + 2^b)."""
+    _float_kernel("logaddexp2", input, other)
     return Logaddexp2Backward0.apply(input, other, True)
 
 

@@ -28,6 +28,24 @@ def _device_error(a: Tensor, b: Tensor):
                        f"{a.device} and {b.device}!")
 
 
+def _not_implemented(kernel: str, dt: D.dtype):
+    """torch's CPU kernels dispatch on dtype: a dtype the kernel has no loop for raises, naming the kernel."""
+    raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.scalar_type_name(dt)}'")
+
+
+def _tensor_arg(op: str, value, position: int = 1, name: str = "other") -> None:
+    """An argument torch's signature types as Tensor: a Python number there is a TypeError, not a scalar."""
+    if not _is_t(value):
+        raise TypeError(f"{op}(): argument '{name}' (position {position}) must be Tensor, not "
+                        f"{type(value).__name__}")
+
+
+def _two_tensors(name: str, input, other) -> None:
+    """The function form's check (input is position 1, other position 2; a method's other is position 1)."""
+    _tensor_arg(name, input, 1, "input")
+    _tensor_arg(name, other, 2)
+
+
 def _scalar_cat(v) -> int:
     if isinstance(v, (bool, np.bool_)):
         return 0
@@ -111,22 +129,32 @@ class Sub(Function):
     @staticmethod
     def forward(ctx, a, b, alpha=1):
         A, B, dt = _operands(a, b)
-        if dt is D.bool_:
-            raise RuntimeError(
-                "Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
-                "`^` or `logical_xor()` operator instead."
-            )
-        if any((x._dtype is D.bool_) if _is_t(x) else isinstance(x, (bool, np.bool_)) for x in (a, b)):
-            raise RuntimeError(
-                "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
-                "trying to invert a mask, use the `~` or `logical_not()` operator instead."
-            )
+        t, other = (a, b) if _is_t(a) else (b, a)  # one of them is a tensor
+        if dt is D.bool_ or t._dtype is D.bool_ or _is_bool(other):
+            _refuse_bool_sub(dt is D.bool_)
         ctx.alpha = alpha
         return np.subtract(A, B) if alpha == 1 else np.subtract(A, np.multiply(B, alpha))
 
     @staticmethod
     def backward(ctx, g):
         return g, (-g if ctx.alpha == 1 else g * (-ctx.alpha))
+
+
+def _is_bool(x) -> bool:
+    return x._dtype is D.bool_ if _is_t(x) else isinstance(x, (bool, np.bool_))
+
+
+def _refuse_bool_sub(both: bool) -> None:
+    """torch has no bool subtraction; its message depends on whether both operands are bool."""
+    if both:
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+            "`^` or `logical_xor()` operator instead."
+        )
+    raise RuntimeError(
+        "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+        "trying to invert a mask, use the `~` or `logical_not()` operator instead."
+    )
 
 
 class Mul(Function):
@@ -170,6 +198,8 @@ class Div(Function):
             return np.true_divide(A, B)
         ctx.rounding = rounding_mode
         if not dt.is_floating_point and rounding_mode in ("floor", "trunc"):
+            if dt is D.bool_:
+                _not_implemented(f"div_{rounding_mode}_cpu", dt)
             _check_int_divisor(A, B)
         if rounding_mode == "floor":
             return np.floor_divide(A, B)
@@ -208,6 +238,8 @@ class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
         A, B, dt = _operands(a, b)
+        if dt is D.bool_ and _is_t(b):  # a bool tensor exponent (a bool scalar one is fine)
+            _not_implemented("pow", dt)
         if not _is_t(b) and dt.is_floating_point is False and isinstance(b, float):
             A, _ = _as_float(A, dt)
         ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None)
@@ -330,13 +362,6 @@ class Fmax(Function):
 
 
 FmaxBackward0, FminBackward0 = torch_node(Fmax, "FmaxBackward0"), torch_node(Fmax, "FminBackward0")
-
-
-def _two_tensors(name, input, other):
-    for i, t in enumerate((input, other)):
-        if not _is_t(t):
-            arg, kind = ("input", "other")[i], type(t).__name__
-            raise TypeError(f"{name}(): argument '{arg}' (position {i + 1}) must be Tensor, not {kind}")
 
 
 def fmax(input, other):
@@ -477,10 +502,14 @@ def pow(input, exponent):
 
 
 def maximum(input, other):
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):  # torch takes no Python number here
+        _two_tensors("maximum", input, other)
     return MaximumBackward0.apply(input, other)
 
 
 def minimum(input, other):
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        _two_tensors("minimum", input, other)
     return MinimumBackward0.apply(input, other)
 
 
@@ -496,9 +525,10 @@ def _maybe_out(result: Tensor, out):
 
 
 # ----------------------------------------------------------------------------- unary math
-def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, node=None):
+def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, node=None, refuse=None):
     """Make a unary op: forward np_fn on the array, backward grad(ctx, g, x, out); its graph nodes are
-    named `node` (torch's name; default name + "Backward0")."""
+    named `node` (torch's name; default name + "Backward0"). refuse = (kernel, dtypes): the dtypes torch's
+    kernel has no loop for, which raise its NotImplementedError."""
 
     def forward(ctx, x):
         arr, _ = _as_float(x._arr, x._dtype) if float_only else (x._arr, x._dtype)
@@ -526,8 +556,16 @@ def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, no
 
     named = torch_node(cls, node or name + "Backward0")
 
-    def op(input):
-        return named.apply(input)
+    if refuse is None:
+        def op(input):
+            return named.apply(input)
+    else:
+        kernel, refused = refuse
+
+        def op(input):
+            if input._dtype in refused:
+                _not_implemented(kernel, input._dtype)
+            return named.apply(input)
 
     op.__name__ = name.lower()
     return cls, op
@@ -546,7 +584,9 @@ Log10, log10 = _unary("Log10", np.log10, lambda g, x, out: g / (x * math.log(10.
 Log1p, log1p = _unary("Log1p", np.log1p, lambda g, x, out: g / (x + 1), node="Log1PBackward0")
 Sqrt, sqrt = _unary("Sqrt", np.sqrt, lambda g, x, out: g / (out * 2), save_out=True)
 Rsqrt, rsqrt = _unary("Rsqrt", lambda a: 1 / np.sqrt(a), lambda g, x, out: g * (out**3) * -0.5, save_out=True)
-Abs, abs = _unary("Abs", np.abs, lambda g, x, out: g * x.sign(), float_only=False)
+_BOOL = frozenset((D.bool_,))
+_NOT_FLOAT = frozenset(d for d in D.ALL if not d.is_floating_point)
+Abs, abs = _unary("Abs", np.abs, lambda g, x, out: g * x.sign(), float_only=False, refuse=("abs_cpu", _BOOL))
 Neg, _neg = _unary("Neg", np.negative, lambda g, x, out: -g, float_only=False)
 Sin, sin = _unary("Sin", np.sin, lambda g, x, out: g * x.cos())
 Cos, cos = _unary("Cos", np.cos, lambda g, x, out: -g * x.sin())
@@ -569,10 +609,10 @@ def _sign_np(a):
 
 
 Sign, _sign = _unary("Sign", _sign_np, _zero_grad, float_only=False)
-Floor, floor = _unary("Floor", np.floor, _zero_grad, float_only=False)
-Ceil, ceil = _unary("Ceil", np.ceil, _zero_grad, float_only=False)
-Trunc, trunc = _unary("Trunc", np.trunc, _zero_grad, float_only=False)
-Frac, frac = _unary("Frac", lambda a: a - np.trunc(a), lambda g, x, out: g)
+Floor, floor = _unary("Floor", np.floor, _zero_grad, float_only=False, refuse=("floor_vml_cpu", _BOOL))
+Ceil, ceil = _unary("Ceil", np.ceil, _zero_grad, float_only=False, refuse=("ceil_vml_cpu", _BOOL))
+Trunc, trunc = _unary("Trunc", np.trunc, _zero_grad, float_only=False, refuse=("trunc_vml_cpu", _BOOL))
+Frac, frac = _unary("Frac", lambda a: a - np.trunc(a), lambda g, x, out: g, refuse=("frac_cpu", _NOT_FLOAT))
 
 
 def neg(input):
@@ -956,9 +996,22 @@ lt = _compare(np.less)
 le = _compare(np.less_equal)
 gt = _compare(np.greater)
 ge = _compare(np.greater_equal)
-logical_and = _compare(np.logical_and)
-logical_or = _compare(np.logical_or)
-logical_xor = _compare(np.logical_xor)
+
+
+def _logical(np_fn, name):
+    def op(input, other):
+        if not (isinstance(input, Tensor) and isinstance(other, Tensor)):  # no Python number, unlike eq
+            _two_tensors(name, input, other)
+        A, B, _ = _operands(input, other)
+        return _wrap_array(np_fn(A, B))
+
+    op.__name__ = name
+    return op
+
+
+logical_and = _logical(np.logical_and, "logical_and")
+logical_or = _logical(np.logical_or, "logical_or")
+logical_xor = _logical(np.logical_xor, "logical_xor")
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 
@@ -1013,6 +1066,13 @@ def logical_not(input):
 
 
 def bitwise_not(input):
+    if input._dtype.is_floating_point:
+        _not_implemented("bitwise_not_cpu", input._dtype)
+    return _wrap_array(np.invert(input._arr))
+
+
+def invert(input):
+    """The `~` operator: bitwise_not, but Python's operator refuses a float tensor with a TypeError."""
     if input._dtype.is_floating_point:
         raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
     return _wrap_array(np.invert(input._arr))
@@ -1080,6 +1140,14 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 
 def atan2(input, other):
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):  # torch takes no Python number here
+        _two_tensors("atan2", input, other)
+    return Atan2Backward0.apply(input, other)
+
+
+def arctan2(input, other):
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        _two_tensors("arctan2", input, other)  # torch's message names the spelling used
     return Atan2Backward0.apply(input, other)
 
 
@@ -1278,6 +1346,9 @@ def add_(t, other, *, alpha=1):
 
 
 def sub_(t, other, *, alpha=1):
+    if t._dtype is D.bool_ or other.__class__ is bool or (
+            isinstance(other, Tensor) and other._dtype is D.bool_):
+        _refuse_bool_sub(t._dtype is D.bool_ and _is_bool(other))
     if _needs_graph(t, (other,)):
         return inplace(t, lambda s, o: sub(s, o, alpha=alpha), other, op_name="sub_", needs_old=False)
     return _fast_inplace(np.subtract, "sub_", t, other, alpha)
@@ -1428,6 +1499,8 @@ RoundBackward0 = torch_node(Round, "RoundBackward0")
 
 
 def round(input, *, decimals=0):
+    if not input._dtype.is_floating_point and (decimals or input._dtype is D.bool_):
+        _not_implemented("round_cpu" if decimals else "round_vml_cpu", input._dtype)
     return RoundBackward0.apply(input, decimals)
 
 

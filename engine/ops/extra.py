@@ -25,8 +25,7 @@ mode_result = namedtuple("mode", ["values", "indices"])
 nanmedian_result = namedtuple("nanmedian", ["values", "indices"])
 
 
-def _not_implemented(kernel: str, dt: D.dtype):
-    raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.scalar_type_name(dt)}'")
+_not_implemented = E._not_implemented
 
 
 def _float_dtype(dt: D.dtype) -> D.dtype:
@@ -110,6 +109,7 @@ LdexpBackward0 = torch_node(Ldexp, "LdexpBackward0")
 
 def ldexp(input: Tensor, other: Tensor) -> Tensor:
     """input * 2^other, floating (integers give the default dtype)."""
+    E._two_tensors("ldexp", input, other)
     return LdexpBackward0.apply(input, other, _float_dtype(D.result_type(input, other)))
 
 

@@ -513,6 +513,9 @@ def argwhere(input):
 
 
 def take(input: Tensor, index: Tensor) -> Tensor:
+    if index._dtype is not D.int64:
+        raise RuntimeError("take(): Expected a long tensor for index, but got "
+                           f"{D.scalar_type_name(index._dtype)}")
     return TakeBackward0.apply(input.reshape(-1), (index._arr,))
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .. import linalg as LA
+from ..tensor import Tensor
 from . import composite as CO
 from . import creation as C
 from . import elementwise as E
@@ -32,6 +33,25 @@ def _is_nonzero(self) -> bool:
         raise RuntimeError("Boolean value of Tensor with no values is ambiguous" if not self.numel() else
                            "Boolean value of Tensor with more than one value is ambiguous")
     return bool(self.item())
+
+
+def _tensor_other(fn, name: str):
+    """A method whose `other` torch types as Tensor: a number is a TypeError naming position 1 (self is not
+    counted), where the function form says position 2."""
+
+    def method(self, other):
+        if not isinstance(other, Tensor):
+            E._tensor_arg(name, other)
+        return fn(self, other)
+
+    method.__name__ = name
+    return method
+
+
+_TENSOR_OTHER = {"maximum": E.maximum, "minimum": E.minimum, "fmax": E.fmax, "fmin": E.fmin,
+                 "atan2": E.atan2, "arctan2": E.atan2, "hypot": CO.hypot, "logaddexp": CO.logaddexp,
+                 "logaddexp2": CO.logaddexp2, "ldexp": X.ldexp, "logical_and": E.logical_and,
+                 "logical_or": E.logical_or, "logical_xor": E.logical_xor}
 
 
 def _iop(fn):
@@ -155,13 +175,15 @@ METHODS = {
     "__and__": lambda a, b: E.bitwise_and(a, b), "__or__": lambda a, b: E.bitwise_or(a, b),
     "__xor__": lambda a, b: E.bitwise_xor(a, b), "__rand__": lambda a, b: E.bitwise_and(b, a),
     "__ror__": lambda a, b: E.bitwise_or(b, a), "__rxor__": lambda a, b: E.bitwise_xor(b, a),
-    "__invert__": E.bitwise_not,
+    "__invert__": E.invert,
     "__lshift__": E.bitwise_left_shift, "__rshift__": E.bitwise_right_shift,
     "__rlshift__": _rev(E.bitwise_left_shift), "__rrshift__": _rev(E.bitwise_right_shift),
     "__ilshift__": _iop(E.bitwise_left_shift_), "__irshift__": _iop(E.bitwise_right_shift_),
     "__iadd__": _iop(E.add_), "__isub__": _iop(E.sub_), "__imul__": _iop(E.mul_),
     "__itruediv__": _iop(E.div_),
 }
+
+METHODS.update({name: _tensor_other(fn, name) for name, fn in _TENSOR_OTHER.items()})
 
 PROPERTIES = {"T": V.T, "mT": V.mT, "H": V.T, "mH": V.mT, "itemsize": lambda self: self._dtype.itemsize,
               "nbytes": lambda self: self.numel() * self._dtype.itemsize}

@@ -365,6 +365,8 @@ ConstantPadNdBackward0 = torch_node(ConstantPad, "ConstantPadNdBackward0")
 
 def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
     """n-th forward difference along dim (bool: XOR of neighbours, like PyTorch)."""
+    if not input._shape:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
     d = S.wrap_dim(dim, input.ndim)
     x = cat([t for t in (prepend, input, append) if t is not None], d) if prepend is not None or \
         append is not None else input
@@ -397,6 +399,8 @@ def rot90(input, k: int = 1, dims=(0, 1)):
     """Rotates by k * 90 degrees from the first dim towards the second (copies)."""
     if len(dims) != 2:
         raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if input.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
     d0, d1 = S.wrap_dim(dims[0], input.ndim), S.wrap_dim(dims[1], input.ndim)
     if d0 == d1:
         raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}")

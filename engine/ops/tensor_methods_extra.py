@@ -72,14 +72,8 @@ def _check_leaf(t: Tensor) -> None:
                            "operation.")
 
 
-def _tensor_arg(op: str, other, position: int = 1, name: str = "other") -> None:
-    if not _is_t(other):
-        raise TypeError(f"{op}(): argument '{name}' (position {position}) must be Tensor, not "
-                        f"{type(other).__name__}")
-
-
-def _not_implemented(kernel: str, dt: D.dtype):
-    raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.scalar_type_name(dt)}'")
+_tensor_arg = E._tensor_arg
+_not_implemented = E._not_implemented
 
 
 # ----------------------------------------------------------------------------- in-place math
@@ -134,24 +128,14 @@ def sgn(input: Tensor) -> Tensor:
     return SgnBackward0.apply(input)
 
 
-def _refusing(fn, kernel: str, refuse):
-    """fn, raising torch's "kernel not implemented for dtype" where refuse(dtype) (checks the in-place forms
-    make before writing: trunc_ of bools, frac_ of integers, hypot_ of integers, bitwise_not_ of floats)."""
-
-    def checked(input, *args):
-        if refuse(input._dtype):
-            _not_implemented(kernel, input._dtype)
-        return fn(input, *args)
-
-    return checked
-
-
 def _logical_inplace(fn, name: str):
     """A logical op written into t. Torch records nothing for these: t keeps its history, and even a leaf that
     requires grad may be written (the overlap check still applies)."""
     op = _inplace(fn, name)
 
     def unrecorded(t, *args):
+        if args:  # logical_and_ and friends take a tensor only
+            _tensor_arg(name, args[0])
         with no_grad():
             return op(t, *args)
 
@@ -169,8 +153,6 @@ _FloorDivideInPlaceNode = torch_node(_FloorDivideInPlace, "NotImplemented")
 
 
 def floor_divide_(t: Tensor, other) -> Tensor:
-    if D.result_type(t, other) is D.bool_:
-        _not_implemented("div_floor_cpu", D.bool_)
     return E.inplace(t, lambda s, o: _FloorDivideInPlaceNode.apply(s, o, "floor"), other,
                      op_name="floor_divide_")
 
@@ -1016,17 +998,15 @@ _COMPARISONS = {"eq": E.eq, "ne": E.ne, "lt": E.lt, "le": E.le, "gt": E.gt, "ge"
 METHODS = {
     # math in place
     **{f"{n}_": _inplace(getattr(E, n), f"{n}_") for n in _UNARY.split()},
-    "trunc_": _inplace(_refusing(E.trunc, "trunc_vml_cpu", lambda d: d is D.bool_), "trunc_"),
-    "frac_": _inplace(_refusing(E.frac, "frac_cpu", lambda d: not d.is_floating_point), "frac_"),
+    "trunc_": _inplace(E.trunc, "trunc_"), "frac_": _inplace(E.frac, "frac_"),
     "sgn": sgn, "sgn_": _inplace(sgn, "sgn_"),
     "deg2rad_": _inplace(CO.deg2rad, "deg2rad_"), "rad2deg_": _inplace(CO.rad2deg, "rad2deg_"),
     "logit_": _inplace(CO.logit, "logit_"),
     "acosh_": _no_derivative_inplace("acosh", np.arccosh),
     "asinh_": _no_derivative_inplace("asinh", np.arcsinh),
     "atanh_": _no_derivative_inplace("atanh", np.arctanh),
-    "hypot_": _tensor_only_inplace(_refusing(CO.hypot, "hypot_cpu", lambda d: not d.is_floating_point),
-                                   "hypot_"),
-    "atan2_": _tensor_only_inplace(E.atan2, "atan2_"),
+    "hypot_": _tensor_only_inplace(CO.hypot, "hypot_"),
+    "atan2_": _tensor_only_inplace(E.atan2, "atan2_"), "arctan2_": _tensor_only_inplace(E.atan2, "arctan2_"),
     "copysign_": _inplace(CO.copysign, "copysign_"), "fmod_": _inplace(E.fmod, "fmod_"),
     "remainder_": _inplace(E.remainder, "remainder_"), "floor_divide_": floor_divide_,
     "float_power_": float_power_, "xlogy_": _inplace(CO.xlogy, "xlogy_"),
@@ -1037,8 +1017,7 @@ METHODS = {
     **{f"logical_{n}_": _logical_inplace(getattr(E, f"logical_{n}"), f"logical_{n}_")
        for n in ("and", "or", "xor", "not")},
     **{f"bitwise_{n}_": _inplace(getattr(E, f"bitwise_{n}"), f"bitwise_{n}_") for n in ("and", "or", "xor")},
-    "bitwise_not_": _inplace(_refusing(E.bitwise_not, "bitwise_not_cpu", lambda d: d.is_floating_point),
-                             "bitwise_not_"),
+    "bitwise_not_": _inplace(E.bitwise_not, "bitwise_not_"),
     # views and geometry in place
     "squeeze_": squeeze_, "unsqueeze_": unsqueeze_, "t_": t_, "transpose_": transpose_,
     "swapaxes_": transpose_, "swapdims_": transpose_, "as_strided_": as_strided_,
@@ -1078,7 +1057,7 @@ METHODS = {
 ALIASES = {  # torch's other spellings of the methods above and in methods.py
     "absolute_": "abs_", "negative_": "neg_", "fix_": "trunc_", "arccos_": "acos_", "arcsin_": "asin_",
     "arctan_": "atan_", "arccosh_": "acosh_", "arcsinh_": "asinh_", "arctanh_": "atanh_",
-    "arctan2_": "atan2_", "greater_": "gt_", "greater_equal_": "ge_", "less_": "lt_", "less_equal_": "le_",
+    "greater_": "gt_", "greater_equal_": "ge_", "less_": "lt_", "less_equal_": "le_",
     "not_equal_": "ne_",
 }
 
