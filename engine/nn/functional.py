@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as D
+from .._strides import wrap_dim
 from ..amp import _state as _amp_state
 from ..amp import autocast_cast, autocast_fp32
 from ..autograd.grad_mode import no_grad
@@ -151,13 +152,13 @@ def _conv_pads(padding, kernel, stride, dilation, n: int):
         if padding == "valid":
             return (0,) * (2 * n)
         if padding == "same":
-            if any(s != 1 for s in stride):
-                raise ValueError("padding='same' is not supported for strided convolutions")
+            if any(s != 1 for s in stride):  # (nn.Conv*d raises ValueError at construction; F.conv*d this)
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
             pads = []
             for k, d in zip(kernel, dilation):
                 pads.extend(_same_pads(k, d))
             return tuple(pads)
-        raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+        raise RuntimeError(f"Invalid padding string: '{padding}'")
     p = _tuple(padding, n, "padding")
     if any(v < 0 for v in p):
         raise RuntimeError("negative padding is not supported")
@@ -446,15 +447,22 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     x, unbatched = _batched(input, 2, "adaptive_avg_pool2d")
     h, w = x._shape[2:]
     if isinstance(output_size, (tuple, list)):
+        if len(output_size) != 2:
+            raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
         oh, ow = (
             (h if output_size[0] is None else output_size[0]),
             (w if output_size[1] is None else output_size[1]),
         )
     else:
         oh = ow = output_size
+    if oh < 0 or ow < 0:
+        raise RuntimeError(
+            "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but received "
+            f"{{{oh}, {ow}}}"
+        )
     if (oh, ow) == (1, 1):
         y = x.mean((2, 3), keepdim=True)
-    elif h % oh == 0 and w % ow == 0:
+    elif oh and ow and h % oh == 0 and w % ow == 0:
         y = avg_pool2d(x, (h // oh, w // ow))
     else:
         ph = _wrap_array(_adaptive_matrix(h, oh, x._dtype.np))
@@ -464,6 +472,16 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- normalisation
+def _check_same_dtype(input: Tensor, params) -> None:
+    """torch's CPU batch norm takes float32 statistics with a float16/bfloat16 input, other mixes not."""
+    dtypes = {t._dtype for t in params if t is not None}
+    if input.is_cuda or not dtypes or dtypes == {input._dtype} or input._dtype not in (D.float32, D.float64):
+        return
+    if input._dtype is D.float32:
+        raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+    raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+
+
 def batch_norm(
     input: Tensor,
     running_mean: Tensor | None,
@@ -482,6 +500,7 @@ def batch_norm(
     for name, t in zip(("running_mean", "running_var", "weight", "bias"), per_channel):
         if t is not None and t._shape != (c,) and t.numel() != c:
             raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
+    _check_same_dtype(input, per_channel)
     pshape = (1, c) + (1,) * (input.ndim - 2)
     if training:
         count = input.numel() // c
@@ -537,6 +556,9 @@ def group_norm(
     if input.ndim < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
     n, c = input._shape[:2]
+    size = [n * c // num_groups, num_groups, *input._shape[2:]]  # torch's _verify_batch_size
+    if size[0] * math.prod(size[2:]) == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
     if c % num_groups:
         raise RuntimeError(
             f"Expected number of channels in input to be divisible by num_groups, but got input of "
@@ -664,7 +686,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     if input.ndim == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
     _check_dtype(input, "glu_cpu")
-    d = dim % input.ndim
+    d = wrap_dim(dim, input.ndim)
     if input._shape[d] % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {input._shape[d]}")
     a, b = input.chunk(2, d)
@@ -730,7 +752,9 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     if a.size and a.min() < 0:
         raise RuntimeError("Class values must be non-negative.")
     if num_classes == -1:
-        num_classes = int(a.max()) + 1 if a.size else 0
+        if not a.size:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(a.max()) + 1
     elif a.size and a.max() >= num_classes:
         raise RuntimeError("Class values must be smaller than num_classes.")
     return _wrap_array((a[..., None] == np.arange(num_classes)).astype(np.int64))
@@ -993,6 +1017,12 @@ def nll_loss(
     wy = (weight._arr[tt] if weight is not None else np.ones(tt.shape, x._dtype.np)) * valid
     if red not in ("mean", "sum", "none"):
         raise ValueError(f"{red} is not a valid value for reduction")
+    if red == "mean" and not wy.any() and not x.is_cuda:
+        # 0/0: the loss is NaN, but torch's gradient reaches only the rows it took (NaN for a weight of 0,
+        # nothing for an ignored row), so a batch whose targets are all ignored trains nothing
+        rows = _wrap_array(np.flatnonzero(valid.reshape(-1)))
+        picked = x.gather(1, _wrap_array(tt.reshape(-1, 1))).reshape(-1)[rows]
+        return (picked * _wrap_array(-wy.reshape(-1)[rows._arr].astype(x._dtype.np))).sum() / 0.0
     if not x.is_cuda:  # one node named like torch's
         loss = _NLL[input.ndim >= 3].apply(x, tt, valid, wy.astype(x._dtype.np), red)
         return loss.reshape(target._shape) if red == "none" and loss._shape != target._shape else loss
