@@ -46,7 +46,15 @@ class Linear(Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, w = ctx.saved_tensors
+        d = ctx.__dict__  # saved_tensors' checks inline (every Linear, every step)
+        saved = d.get("_saved")
+        if saved is None:
+            x, w = ctx.saved_tensors  # freed by an earlier backward: raises its error
+        else:
+            x, w = saved
+            vx, vw = d["_saved_versions"]
+            if x._storage.version != vx or w._storage.version != vw:
+                ctx.saved_tensors  # noqa: B018 - raises the modified-in-place error
         nig = ctx.needs_input_grad
         if state.grad_enabled:
             out_f, in_f = w._shape
@@ -413,7 +421,12 @@ class CrossEntropy(Function):
                 onehot += (ls / c) * valid[:, None] * (w[None, :] if w is not None else 1)
             base = softmax(x, 1) * _wrap_array(r.astype(dt)[:, None]) - _wrap_array(onehot)
             gcol = g.reshape(-1, 1) if ctx.reduction == "none" else g
-            return base * gcol * scale, None, None, None, None, None
+            out = base * gcol * scale
+            if scale != scale:  # a zero total weight: NaN only in the rows that took a target, as in torch
+                from ..ops.elementwise import where
+
+                out = where(_wrap_array(valid[:, None]), out, 0.0)
+            return out, None, None, None, None, None
         grad = p * r.astype(dt)[:, None]
         grad[np.arange(m), tt] -= target_coef.astype(dt)
         if ls:
@@ -423,6 +436,11 @@ class CrossEntropy(Function):
             grad *= ga.reshape(-1, 1)
         else:
             grad *= ga * scale
+            if scale != scale:
+                # mean over a zero total weight (every target ignored, or weighted 0): torch's loss is NaN,
+                # its gradient NaN only in rows that took a target; ignored rows get 0, so a batch of
+                # ignored targets leaves the weights alone instead of turning them all to NaN
+                grad[~valid] = 0
         return _wrap_array(grad.astype(dt, copy=False)), None, None, None, None, None
 
 
