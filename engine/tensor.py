@@ -173,7 +173,10 @@ def _wrap_other(arr, dtype: D.dtype | None) -> Tensor:
 
 
 def _tensor_over(st: Storage, arr) -> Tensor:
-    """A tensor over all of `st`, shaped like the contiguous array `arr` (which views the same memory)."""
+    """A tensor over all of `st`, shaped like the contiguous array `arr` (which views the same memory).
+
+    _wrap_array repeats these lines inline rather than calling this (a call per op result costs more than
+    they do); change both together."""
     t = _new_tensor(Tensor)
     t._storage = st
     shape = t._shape = arr.shape
