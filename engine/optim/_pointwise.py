@@ -72,6 +72,15 @@ def place_state_on(p: Tensor, st: dict) -> None:
             st[k] = v.to(dev)
 
 
+def advance_step(p: Tensor, st: dict):
+    """The start of every parameter's update: state onto p's device, then the `step` counter (a 0-d host
+    array, as torch keeps it) moved on by one; returns that array."""
+    place_state_on(p, st)
+    step_arr = st["step"]._arr
+    step_arr += 1
+    return step_arr
+
+
 def update_direction(opt: Optimizer, p: Tensor, maximize: bool, weight_decay: float):
     """p's gradient, negated when maximizing, plus weight_decay * p (coupled L2). The gradient array itself
     when there is nothing to change, otherwise scratch memory: callers must not write into the result."""

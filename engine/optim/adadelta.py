@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._pointwise import (
+    advance_step,
     array_module,
     check_lr,
     decay_and_add_product_,
-    place_state_on,
     reject_unsupported,
     scratch,
     update_direction,
@@ -62,9 +62,7 @@ class Adadelta(Optimizer):
                 st["step"] = _state_tensor(0.0)
                 st["square_avg"] = zeros_like_param(p)
                 st["acc_delta"] = zeros_like_param(p)
-            place_state_on(p, st)
-            step_arr = st["step"]._arr
-            step_arr += 1
+            advance_step(p, st)
             g = update_direction(self, p, group["maximize"], group["weight_decay"])
             S, A = st["square_avg"]._arr, st["acc_delta"]._arr
             t = scratch(self, p, "t")

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._pointwise import (
+    advance_step,
     array_module,
     check_betas,
     check_lr,
     lerp_,
-    place_state_on,
     reject_unsupported,
     scratch,
     update_direction,
@@ -64,9 +64,7 @@ class Adamax(Optimizer):
                 st["step"] = _state_tensor(0.0)
                 st["exp_avg"] = zeros_like_param(p)
                 st["exp_inf"] = zeros_like_param(p)
-            place_state_on(p, st)
-            step_arr = st["step"]._arr
-            step_arr += 1
+            step_arr = advance_step(p, st)
             g = update_direction(self, p, group["maximize"], group["weight_decay"])
             M, U = st["exp_avg"]._arr, st["exp_inf"]._arr
             t = scratch(self, p, "t")

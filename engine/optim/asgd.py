@@ -9,9 +9,9 @@ import numpy as np
 
 from ._pointwise import (
     add_scaled_,
+    advance_step,
     array_module,
     check_lr,
-    place_state_on,
     reject_unsupported,
     scratch,
     update_direction,
@@ -64,9 +64,7 @@ class ASGD(Optimizer):
                 st["eta"] = _state_tensor(lr)
                 st["mu"] = _state_tensor(1.0)
                 st["ax"] = zeros_like_param(p)
-            place_state_on(p, st)
-            step_arr = st["step"]._arr
-            step_arr += 1
+            step_arr = advance_step(p, st)
             g = update_direction(self, p, group["maximize"], group["weight_decay"])
             P, AX = p._arr, st["ax"]._arr
             eta = float(st["eta"]._arr)

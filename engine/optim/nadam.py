@@ -8,12 +8,12 @@ from collections.abc import Iterable
 import numpy as np
 
 from ._pointwise import (
+    advance_step,
     array_module,
     check_betas,
     check_lr,
     decay_and_add_product_,
     lerp_,
-    place_state_on,
     reject_unsupported,
     scratch,
     update_direction,
@@ -73,9 +73,7 @@ class NAdam(Optimizer):
                 st["mu_product"] = _state_tensor(1.0)
                 st["exp_avg"] = zeros_like_param(p)
                 st["exp_avg_sq"] = zeros_like_param(p)
-            place_state_on(p, st)
-            step_arr = st["step"]._arr
-            step_arr += 1
+            step_arr = advance_step(p, st)
             step = float(step_arr)
             if wd != 0 and decoupled:
                 xp.multiply(p._arr, 1 - lr * wd, out=p._arr)

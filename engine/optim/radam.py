@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._pointwise import (
+    advance_step,
     array_module,
     check_betas,
     check_lr,
     decay_and_add_product_,
     lerp_,
-    place_state_on,
     reject_unsupported,
     scratch,
     update_direction,
@@ -70,9 +70,7 @@ class RAdam(Optimizer):
                 st["step"] = _state_tensor(0.0)
                 st["exp_avg"] = zeros_like_param(p)
                 st["exp_avg_sq"] = zeros_like_param(p)
-            place_state_on(p, st)
-            step_arr = st["step"]._arr
-            step_arr += 1
+            step_arr = advance_step(p, st)
             step = float(step_arr)
             P = p._arr
             if wd != 0 and decoupled:

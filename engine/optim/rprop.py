@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._pointwise import (
+    advance_step,
     array_module,
     check_lr,
     full_like_param,
-    place_state_on,
     reject_unsupported,
     scratch,
     update_direction,
@@ -60,9 +60,7 @@ class Rprop(Optimizer):
                 st["step"] = _state_tensor(0.0)
                 st["prev"] = zeros_like_param(p)
                 st["step_size"] = full_like_param(p, float(group["lr"]))
-            place_state_on(p, st)
-            step_arr = st["step"]._arr
-            step_arr += 1
+            advance_step(p, st)
             g = update_direction(self, p, group["maximize"], 0)
             prev, size = st["prev"]._arr, st["step_size"]._arr
             factor = scratch(self, p, "factor")

@@ -9,6 +9,7 @@ from ...tensor import Tensor
 from .. import functional as F
 from ..modules.module import Module
 from ..parameter import Parameter
+from .weight_norm import remove_norm_hook
 
 __all__ = ["SpectralNorm", "spectral_norm", "remove_spectral_norm"]
 
@@ -115,9 +116,4 @@ def spectral_norm(
 
 def remove_spectral_norm(module: Module, name: str = "weight") -> Module:
     """Make module.<name> a plain parameter again, holding the last normalized value."""
-    for key, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[key]
-            return module
-    raise ValueError(f"spectral_norm of '{name}' not found in {module}")
+    return remove_norm_hook(module, name, SpectralNorm, "spectral_norm")

@@ -86,9 +86,15 @@ def weight_norm(module: Module, name: str = "weight", dim: int = 0) -> Module:
 
 def remove_weight_norm(module: Module, name: str = "weight") -> Module:
     """Fold <name>_g and <name>_v back into one parameter <name>."""
+    return remove_norm_hook(module, name, WeightNorm, "weight_norm")
+
+
+def remove_norm_hook(module: Module, name: str, hook_type: type, what: str) -> Module:
+    """Undo the forward pre-hook of type hook_type that reparametrizes module.<name> (weight or spectral
+    norm, the hook-based forms)."""
     for key, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, WeightNorm) and hook.name == name:
+        if isinstance(hook, hook_type) and hook.name == name:
             hook.remove(module)
             del module._forward_pre_hooks[key]
             return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    raise ValueError(f"{what} of '{name}' not found in {module}")
