@@ -98,7 +98,7 @@ def run_backward(
             c = deps.get(nxn)
             if c is None:
                 deps[nxn] = 1
-                if nxn not in root_nodes:
+                if nxn.next_functions and nxn not in root_nodes:  # leaves (AccumulateGrad) lead nowhere
                     stack.append(nxn)
             else:
                 deps[nxn] = c + 1
