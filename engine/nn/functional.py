@@ -829,6 +829,20 @@ def _warn_size(input: Tensor, target: Tensor) -> None:
         )
 
 
+def _float_kernel(input: Tensor, target: Tensor, kernel: str) -> tuple[Tensor, Tensor]:
+    """torch's pointwise-loss kernels have no integer or bool loop: a non-floating promoted dtype raises. A
+    bool operand beside a floating one is taken as that float type (the kernel promotes; the `-` operator
+    the composite forms use would refuse a bool)."""
+    a, b = input._dtype, target._dtype
+    if not (a.is_floating_point or b.is_floating_point):
+        E._not_implemented(kernel, D.result_type(input, target))
+    if a is D.bool_:
+        input = input.to(b)
+    elif b is D.bool_:
+        target = target.to(a)
+    return input, target
+
+
 def mse_loss(
     input: Tensor,
     target: Tensor,
@@ -838,6 +852,7 @@ def mse_loss(
     weight: Tensor | None = None,
 ) -> Tensor:
     _warn_size(input, target)
+    input, target = _float_kernel(input, target, "mse_cpu")
     if _amp_state.any:  # autocast: losses are computed in float32
         input, target = autocast_fp32(input, target)
     red = _reduction(size_average, reduce, reduction)
@@ -875,6 +890,7 @@ def smooth_l1_loss(
     input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0
 ) -> Tensor:
     _warn_size(input, target)
+    input, target = _float_kernel(input, target, "smooth_l1_cpu")
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     red = _reduction(size_average, reduce, reduction)
@@ -891,6 +907,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
                weight: Tensor | None = None) -> Tensor:
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta): smooth_l1 with beta = delta, times delta."""
     _warn_size(input, target)
+    input, target = _float_kernel(input, target, "huber_cpu")
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     if weight is None and _fusable_loss(input, target, reduction):
@@ -1048,6 +1065,11 @@ def binary_cross_entropy(
             f"Using a target size ({target.shape}) that is different to the input size ({input.shape}) "
             "is deprecated. Please ensure they have the same size."
         )
+    if target._dtype is not input._dtype:
+        raise RuntimeError(f"Found dtype {D.scalar_type_name(target._dtype)} but expected "
+                           f"{D.scalar_type_name(input._dtype)}")
+    if not input._dtype.is_floating_point:
+        E._not_implemented("binary_cross_entropy", input._dtype)
     red = _reduction(size_average, reduce, reduction)
     if weight is None and red in ("mean", "sum", "none"):
         return _BCE.apply(input, target, red)  # one node, reduction included, as torch's
@@ -1086,6 +1108,8 @@ def kl_div(
     log_target: bool = False,
 ) -> Tensor:
     """Pointwise target * (log target - input), input given as log-probabilities."""
+    if not (input._dtype.is_floating_point and target._dtype.is_floating_point):
+        raise RuntimeError("kl_div: Integral inputs not supported.")
     red = _reduction(size_average, reduce, reduction)
     if red == "mean":
         warnings.warn(
