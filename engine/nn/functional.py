@@ -250,6 +250,30 @@ def conv1d(
     return y.squeeze(0) if unbatched else y
 
 
+def conv_transpose1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
+    """1-D transposed convolution, run as conv_transpose2d over a height-1 image (views, no copies)."""
+    x, unbatched = _batched(input, 1, "conv_transpose1d")
+    if weight.ndim != 3 or weight._shape[0] != x._shape[1]:
+        raise RuntimeError(
+            f"Given transposed=1, weight of size {list(weight._shape)}, expected input{list(x._shape)} "
+            f"to have {weight._shape[0]} channels, but got {x._shape[1]} channels instead"
+        )
+    s, p = _tuple(stride, 1, "stride")[0], _tuple(padding, 1, "padding")[0]
+    o, d = _tuple(output_padding, 1, "output_padding")[0], _tuple(dilation, 1, "dilation")[0]
+    y = conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), (0, o), groups, (1, d))
+    y = y.squeeze(2)
+    return y.squeeze(0) if unbatched else y
+
+
 def conv_transpose2d(
     input: Tensor,
     weight: Tensor,
@@ -271,12 +295,12 @@ def conv_transpose2d(
     kernel = weight._shape[2:]
     stride, dilation = _tuple(stride, 2, "stride"), _tuple(dilation, 2, "dilation")
     pad, opad = _tuple(padding, 2, "padding"), _tuple(output_padding, 2, "output_padding")
-    for o, s, d in zip(opad, stride, dilation):
-        if o >= s and o >= d:
-            raise RuntimeError(
-                "output padding must be smaller than either stride or dilation, but got "
-                f"output_padding: {o}, stride: {s}, dilation: {d}"
-            )
+    if any(o >= s and o >= d for o, s, d in zip(opad, stride, dilation)):
+        raise RuntimeError(
+            "output padding must be smaller than either stride or dilation, but got "
+            f"output_padding_height: {opad[0]} output_padding_width: {opad[1]} stride_height: {stride[0]} "
+            f"stride_width: {stride[1]} dilation_height: {dilation[0]} dilation_width: {dilation[1]}"
+        )
     _check_dtypes(x, weight, bias)
     cout = weight._shape[1] * groups
     out_hw = tuple(

@@ -33,7 +33,7 @@ from .activation import (
 from .attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import Identity, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .conv import Conv1d, Conv2d, ConvTranspose2d
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout2d
 from .flatten import Flatten, Unflatten
@@ -120,6 +120,7 @@ __all__ = [
     "Bilinear",
     "Conv1d",
     "Conv2d",
+    "ConvTranspose1d",
     "ConvTranspose2d",
     "MaxPool1d",
     "MaxPool2d",

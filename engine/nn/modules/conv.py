@@ -150,7 +150,10 @@ class Conv2d(_Conv):
     _conv = staticmethod(F.conv2d)
 
 
-class ConvTranspose2d(_ConvNd):
+class _ConvTransposeNd(_ConvNd):
+    """Set-up, output_size handling and forward shared by ConvTranspose1d and ConvTranspose2d; subclasses set
+    `_dims` and `_conv_t`."""
+
     def __init__(
         self,
         in_channels: int,
@@ -167,7 +170,7 @@ class ConvTranspose2d(_ConvNd):
         dtype=None,
     ) -> None:
         if isinstance(padding, str):
-            raise ValueError(f"padding={padding!r} is not supported for ConvTranspose2d")
+            raise ValueError(f"padding={padding!r} is not supported for {self.__class__.__name__}")
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {self.__class__.__name__}')
         super().__init__(
@@ -178,10 +181,11 @@ class ConvTranspose2d(_ConvNd):
     def _output_padding(self, input, output_size):
         if output_size is None:
             return self.output_padding
-        size = list(output_size)[-2:]
-        spatial = input.shape[-2:]
+        n = self._dims
+        size = list(output_size)[-n:]
+        spatial = input.shape[-n:]
         pad = []
-        for i in range(2):
+        for i in range(n):
             smallest = (
                 (spatial[i] - 1) * self.stride[i]
                 - 2 * self.padding[i]
@@ -199,7 +203,7 @@ class ConvTranspose2d(_ConvNd):
         return tuple(pad)
 
     def forward(self, input, output_size=None):
-        return F.conv_transpose2d(
+        return self._conv_t(
             input,
             self.weight,
             self.bias,
@@ -209,3 +213,13 @@ class ConvTranspose2d(_ConvNd):
             self.groups,
             self.dilation,
         )
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    _dims = 1
+    _conv_t = staticmethod(F.conv_transpose1d)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    _dims = 2
+    _conv_t = staticmethod(F.conv_transpose2d)
