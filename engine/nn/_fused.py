@@ -286,7 +286,7 @@ class NllLoss(Function):
         a = x._arr
         m = a.shape[0]
         loss = -a[np.arange(m), tt] * wy
-        ctx.tt, ctx.wy, ctx.reduction, ctx.shape = tt, wy, reduction, a.shape
+        ctx.tt, ctx.wy, ctx.valid, ctx.reduction, ctx.shape = tt, wy, valid, reduction, a.shape
         ctx.denom = wy.sum(dtype=np.float64)
         if reduction == "none":
             return loss.astype(a.dtype, copy=False)
@@ -299,9 +299,16 @@ class NllLoss(Function):
     def backward(ctx, g):
         m, c = ctx.shape
         coef = np.zeros((m, c), g._arr.dtype)
-        coef[np.arange(m), ctx.tt] = -ctx.wy
+        rows = np.arange(m)
+        coef[rows, ctx.tt] = -ctx.wy
         if ctx.reduction == "mean":
-            coef *= (1.0 / ctx.denom) if ctx.denom != 0 else float("nan")
+            if ctx.denom != 0:
+                coef *= 1.0 / ctx.denom
+            else:
+                # 0/0: like torch, NaN only where a row took its target; ignored rows pass nothing, so a
+                # batch of ignored targets leaves the weights alone
+                taken = ctx.valid.reshape(-1)
+                coef[rows[taken], ctx.tt[taken]] = np.nan
         gcol = g.reshape(-1, 1) if ctx.reduction == "none" else g
         gx = gcol * _wrap_array(coef) if state.grad_enabled else _wrap_array(coef * gcol._arr)
         return gx, None, None, None, None

@@ -1058,12 +1058,6 @@ def nll_loss(
     wy = (weight._arr[tt] if weight is not None else np.ones(tt.shape, x._dtype.np)) * valid
     if red not in ("mean", "sum", "none"):
         raise ValueError(f"{red} is not a valid value for reduction")
-    if red == "mean" and not wy.any() and not x.is_cuda:
-        # 0/0: the loss is NaN, but torch's gradient reaches only the rows it took (NaN for a weight of 0,
-        # nothing for an ignored row), so a batch whose targets are all ignored trains nothing
-        rows = _wrap_array(np.flatnonzero(valid.reshape(-1)))
-        picked = x.gather(1, _wrap_array(tt.reshape(-1, 1))).reshape(-1)[rows]
-        return (picked * _wrap_array(-wy.reshape(-1)[rows._arr].astype(x._dtype.np))).sum() / 0.0
     if not x.is_cuda:  # one node named like torch's
         loss = _NLL[input.ndim >= 3].apply(x, tt, valid, wy.astype(x._dtype.np), red)
         return loss.reshape(target._shape) if red == "none" and loss._shape != target._shape else loss
