@@ -250,6 +250,16 @@ def conv1d(
     return y.squeeze(0) if unbatched else y
 
 
+def _check_transposed_weight(x: Tensor, weight: Tensor) -> None:
+    """A transposed convolution's weight is (in_channels, out_channels / groups, *kernel), as many dims as the
+    batched input x; torch's error otherwise (its message for a wrong rank too)."""
+    if weight.ndim != x.ndim or weight._shape[0] != x._shape[1]:
+        raise RuntimeError(
+            f"Given transposed=1, weight of size {list(weight._shape)}, expected input{list(x._shape)} "
+            f"to have {weight._shape[0]} channels, but got {x._shape[1]} channels instead"
+        )
+
+
 def conv_transpose1d(
     input: Tensor,
     weight: Tensor,
@@ -262,11 +272,7 @@ def conv_transpose1d(
 ) -> Tensor:
     """1-D transposed convolution, run as conv_transpose2d over a height-1 image (views, no copies)."""
     x, unbatched = _batched(input, 1, "conv_transpose1d")
-    if weight.ndim != 3 or weight._shape[0] != x._shape[1]:
-        raise RuntimeError(
-            f"Given transposed=1, weight of size {list(weight._shape)}, expected input{list(x._shape)} "
-            f"to have {weight._shape[0]} channels, but got {x._shape[1]} channels instead"
-        )
+    _check_transposed_weight(x, weight)
     s, p = _tuple(stride, 1, "stride")[0], _tuple(padding, 1, "padding")[0]
     o, d = _tuple(output_padding, 1, "output_padding")[0], _tuple(dilation, 1, "dilation")[0]
     y = conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), (0, o), groups, (1, d))
@@ -287,11 +293,7 @@ def conv_transpose2d(
     """Transposed convolution: the input gradient of a conv2d, computed as one GEMM + col2im."""
     x, unbatched = _batched(input, 2, "conv_transpose2d")
     n, cin, h, w = x._shape
-    if weight.ndim != 4 or weight._shape[0] != cin:
-        raise RuntimeError(
-            f"Given transposed=1, weight of size {list(weight._shape)}, expected input{list(x._shape)} "
-            f"to have {weight._shape[0]} channels, but got {cin} channels instead"
-        )
+    _check_transposed_weight(x, weight)
     kernel = weight._shape[2:]
     stride, dilation = _tuple(stride, 2, "stride"), _tuple(dilation, 2, "dilation")
     pad, opad = _tuple(padding, 2, "padding"), _tuple(output_padding, 2, "output_padding")
