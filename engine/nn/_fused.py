@@ -335,7 +335,7 @@ class CrossEntropy(Function):
             # every target a class index and none ignored (out-of-range targets and ignored rows go the
             # general way, which handles or reports them). int64 targets viewed as uint64 make negatives
             # huge, so one max pass checks both ends.
-            if t.dtype.char == "q" or t.dtype.char == "l":
+            if t.dtype.char in "ql":  # int64 (its character code differs by platform)
                 in_range = np.maximum.reduce(t.view(np.uint64)) < c
             else:
                 in_range = 0 <= np.minimum.reduce(t) and np.maximum.reduce(t) < c
@@ -389,9 +389,7 @@ class CrossEntropy(Function):
         total = np.add.reduce(np.log(se[:, 0]) - s.ravel()[flat], dtype=np.float64) / m
         e /= se
         ctx.p, ctx.tt, ctx.flat, ctx.denom, ctx._plain = e, t, flat, m, True
-        if ctx.__class__ is not _NoGradCtx:
-            ctx._saved = (x,)
-            ctx._saved_versions = (x._storage.version,)
+        ctx.save_for_backward(x)
         return np.asarray(total, dtype=a.dtype)
 
     @staticmethod

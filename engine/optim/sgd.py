@@ -53,7 +53,6 @@ class SGD(Optimizer):
         lr = float(group["lr"])
         # plain SGD (the default) skips the weight-decay/maximize/momentum checks per parameter
         shaped = group["maximize"] or group["weight_decay"] != 0 or group["momentum"] != 0
-        scratch = self._scratch
         for p in group["params"]:
             grad = p._grad
             if grad is None:
@@ -63,9 +62,7 @@ class SGD(Optimizer):
                 continue
             P = p._arr
             g = self._direction(p, P, grad._arr, group) if shaped else grad._arr
-            u = scratch.get((id(p), "u"))  # _tmp's lookup inline: once per parameter per step
-            if u is None or u.shape != P.shape or u.dtype is not P.dtype:
-                u = self._tmp(p, "u")
+            u = self._tmp(p, "u")
             np.multiply(g, -lr, out=u)
             np.add(P, u, out=P)
             p._storage.version += 1
