@@ -7,44 +7,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from . import _cuda_step
+from ._pointwise import decay_and_add_product_, lerp_, update_direction
 from ._state import bump_versions, check_non_negative, init_adam_state
 from .optimizer import Optimizer
-
-
-def lerp_(start: np.ndarray, end: np.ndarray, weight: float, tmp: np.ndarray) -> None:
-    """start += weight * (end - start) in place, PyTorch's two-sided formula."""
-    w = start.dtype.type(weight)
-    np.subtract(end, start, out=tmp)
-    if abs(w) < 0.5:
-        np.multiply(tmp, w, out=tmp)
-        np.add(start, tmp, out=start)
-    else:
-        np.multiply(tmp, start.dtype.type(1) - w, out=tmp)
-        np.subtract(end, tmp, out=start)
-
-
-def addcmul_sq_(acc: np.ndarray, g: np.ndarray, value: float, tmp: np.ndarray) -> None:
-    """acc += value * g * g (PyTorch's addcmul_ order: (value * g) * g)."""
-    np.multiply(g, value, out=tmp)
-    np.multiply(tmp, g, out=tmp)
-    np.add(acc, tmp, out=acc)
-
-
-def grad_with_decay(opt: Optimizer, p, maximize: bool, weight_decay: float) -> np.ndarray:
-    """p's gradient, negated when maximizing, plus weight_decay * p (PyTorch's coupled L2), in scratch memory
-    (the gradient itself is returned when there is nothing to add)."""
-    g = p._grad._arr
-    if not maximize and weight_decay == 0:
-        return g
-    d = opt._tmp(p, "d")
-    if maximize:
-        np.negative(g, out=d)
-        g = d
-    if weight_decay != 0:
-        t = opt._tmp(p, "t")
-        np.multiply(p._arr, weight_decay, out=t)
-        np.add(g, t, out=d)
-    return d
 
 
 class Adam(Optimizer):
@@ -104,12 +69,11 @@ class Adam(Optimizer):
             np.add(step_arr, 1, out=step_arr)
             if wd != 0 and decoupled:
                 np.multiply(P, 1 - lr * wd, out=P)
-            g = grad_with_decay(self, p, maximize, 0 if decoupled else wd)
+            g = update_direction(self, p, maximize, 0 if decoupled else wd)
             t = self._tmp(p, "t")
             M, V = st["exp_avg"]._arr, st["exp_avg_sq"]._arr
-            lerp_(M, g, 1 - beta1, t)
-            np.multiply(V, beta2, out=V)
-            addcmul_sq_(V, g, 1 - beta2, t)
+            lerp_(np, M, g, 1 - beta1, t)
+            decay_and_add_product_(np, V, beta2, g, g, 1 - beta2, t)
             step = float(step_arr)
             bias_correction1 = 1 - beta1**step
             bias_correction2 = 1 - beta2**step

@@ -9,13 +9,14 @@ import numpy as np
 from . import _cuda_step
 from ._pointwise import (
     array_module,
+    decay_and_add_product_,
     full_like_param,
+    lerp_,
     place_state_on,
     scratch,
     update_direction,
 )
 from ._state import bump_versions, check_non_negative, init_rmsprop_state
-from .adam import addcmul_sq_, grad_with_decay, lerp_
 from .optimizer import Optimizer, _state_tensor
 
 
@@ -62,15 +63,14 @@ class RMSprop(Optimizer):
             st = self.state[p]
             init_rmsprop_state(st, mom, centered, lambda: self._zeros_state(p))  # noqa: B023 - called right here
             np.add(st["step"]._arr, 1, out=st["step"]._arr)
-            g = grad_with_decay(self, p, group["maximize"], wd)
+            g = update_direction(self, p, group["maximize"], wd)
             t = self._tmp(p, "t")
             S = st["square_avg"]._arr
-            np.multiply(S, alpha, out=S)
-            addcmul_sq_(S, g, 1 - alpha, t)
+            decay_and_add_product_(np, S, alpha, g, g, 1 - alpha, t)
             avg = self._tmp(p, "avg")
             if centered:
                 GA = st["grad_avg"]._arr
-                lerp_(GA, g, 1 - alpha, t)
+                lerp_(np, GA, g, 1 - alpha, t)
                 np.multiply(GA, -1, out=avg)
                 np.multiply(avg, GA, out=avg)
                 np.add(S, avg, out=avg)
