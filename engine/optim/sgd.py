@@ -8,6 +8,7 @@ import numpy as np
 
 from ..tensor import _wrap_array
 from . import _cuda_step
+from ._pointwise import update_direction
 from .optimizer import Optimizer, required
 
 
@@ -61,26 +62,17 @@ class SGD(Optimizer):
                 _cuda_step.sgd(p, self.state[p], group)
                 continue
             P = p._arr
-            g = self._direction(p, P, grad._arr, group) if shaped else grad._arr
+            g = self._direction(p, P, group) if shaped else grad._arr
             u = self._tmp(p, "u")
             np.multiply(g, -lr, out=u)
             np.add(P, u, out=P)
             p._storage.version += 1
 
-    def _direction(self, p, P, g, group):
-        """The update direction from the gradient array g: negated (maximize), plus weight decay, through the
+    def _direction(self, p, P, group):
+        """The update direction from p's gradient: negated (maximize), plus weight decay, through the
         momentum buffer (updated here), with Nesterov's look-ahead."""
-        wd, mom, damp = group["weight_decay"], group["momentum"], group["dampening"]
-        if group["maximize"] or wd != 0:
-            d = self._tmp(p, "d")
-            if group["maximize"]:
-                np.negative(g, out=d)
-                g = d
-            if wd != 0:
-                t = self._tmp(p, "t")
-                np.multiply(P, wd, out=t)
-                np.add(g, t, out=d)
-                g = d
+        mom, damp = group["momentum"], group["dampening"]
+        g = update_direction(self, p, group["maximize"], group["weight_decay"])
         if mom != 0:
             st = self.state[p]
             buf = st.get("momentum_buffer")
