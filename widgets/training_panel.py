@@ -52,10 +52,10 @@ def setup_summary(training: dict[str, Any]) -> list[tuple[str, str]]:
     opt = training.get("optimizer") or {}
     opt_text = opt.get("type", "?") + f"  lr {opt.get('lr', '?')}"
     used = OPTIMIZER_OPTIONS.get(opt.get("type"), ())
-    for name, short in (("weight_decay", "wd"), ("momentum", "momentum"), ("lr_decay", "lr decay"),
-                        ("rho", "rho"), ("etas", "etas")):
-        value = opt.get(name)
-        if name in used and value:
+    for option, short in (("weight_decay", "wd"), ("momentum", "momentum"), ("lr_decay", "lr decay"),
+                          ("rho", "rho"), ("etas", "etas")):
+        value = opt.get(option)
+        if option in used and value:
             text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
             opt_text += f", {short} {text}"
     sched = training.get("lr_schedule") or {}

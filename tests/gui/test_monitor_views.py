@@ -313,3 +313,14 @@ def test_the_training_panel_offers_and_summarises_each_optimizers_own_options(qt
     panel.set_setup(training)
     assert combo.count() == 0  # etas is a pair: set it in the inspector
     assert dict(setup_summary(training))["Optimiser"] == "Rprop  lr 0.01, etas 0.5, 1.2"
+
+
+def test_the_setup_summary_names_the_dataset_and_its_options_whatever_the_optimizer():
+    from app.document.document import default_training
+    from widgets.training_panel import setup_summary
+
+    training = default_training()
+    training["dataset"] = {"name": "spirals", "n_samples": 300}
+    for kind in ("SGD", "AdamW", "Rprop", "Adadelta"):
+        training["optimizer"]["type"] = kind
+        assert dict(setup_summary(training))["Dataset"] == "spirals (n_samples=300)"
