@@ -45,6 +45,10 @@ CASES = [
     ("ConvTranspose2d", {"out_channels": 3, "kernel_size": 3, "stride": 2, "padding": 1,
                          "output_padding": 1}, (4, 5, 6)),
     ("ConvTranspose2d", {"out_channels": 4, "kernel_size": [2, 3], "groups": 2, "dilation": 2}, (2, 4, 4)),
+    ("ConvTranspose1d", {"out_channels": 3, "kernel_size": 3, "stride": 2, "padding": 1,
+                         "output_padding": 1}, (4, 7)),
+    ("ConvTranspose1d", {"out_channels": 4, "kernel_size": 2, "groups": 2, "dilation": 3, "bias": False},
+     (2, 5)),
     ("MaxPool1d", {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, (2, 10)),
     ("MaxPool2d", {"kernel_size": 2}, (3, 9, 8)),
     ("MaxPool2d", {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2, "ceil_mode": True},
@@ -254,7 +258,7 @@ _small = st.integers(min_value=1, max_value=4)
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(type_=st.sampled_from(["Conv2d", "MaxPool2d", "AvgPool2d", "Conv1d", "MaxPool1d", "AvgPool1d",
-                              "ConvTranspose2d"]),
+                              "ConvTranspose2d", "ConvTranspose1d"]),
        size=st.integers(1, 12), k=_small, s=st.integers(1, 3), p=st.integers(0, 2), d=st.integers(1, 2),
        ceil=st.booleans(), same=st.booleans())
 def test_conv_and_pool_shape_rules_agree_with_torch_or_both_refuse(type_, size, k, s, p, d, ceil, same):
@@ -263,7 +267,7 @@ def test_conv_and_pool_shape_rules_agree_with_torch_or_both_refuse(type_, size, 
     if "Conv" in type_:
         params["dilation"] = d
         params["out_channels"] = 2
-        if type_ == "ConvTranspose2d":
+        if type_.startswith("ConvTranspose"):
             params["output_padding"] = min(1, max(s, d) - 1)
         elif same:
             params["padding"] = "same"

@@ -687,15 +687,18 @@ for _n, _t in ((1, "Conv1d"), (2, "Conv2d")):
         id_prefix="conv",
     ))
 
-_register(NodeSpec(
-    type="ConvTranspose2d", category="Convolution",
-    description="Transposed 2-D convolution (learned upsampling) over images (N, C, H, W)",
-    inputs=_IN, outputs=_OUT, params=_conv_params(2, transposed=True),
-    shape_fn=_make_conv_shape(2, True), count_fn=_make_conv_count(2, True), macs_fn=_make_conv_macs(2, True),
-    kwargs_fn=lambda p, s: {"in_channels": _in(s)[1]}, check_fn=_convt_check,
-    engine_class="ConvTranspose2d", torch_class="ConvTranspose2d", icon="conv",
-    key_params=("out_channels", "kernel_size", "stride"), id_prefix="deconv",
-))
+for _n, _t in ((1, "ConvTranspose1d"), (2, "ConvTranspose2d")):
+    _register(NodeSpec(
+        type=_t, category="Convolution",
+        description=f"Transposed {_n}-D convolution (learned upsampling) over "
+                    f"{'a sequence (N, C, L)' if _n == 1 else 'images (N, C, H, W)'}",
+        inputs=_IN, outputs=_OUT, params=_conv_params(_n, transposed=True),
+        shape_fn=_make_conv_shape(_n, True), count_fn=_make_conv_count(_n, True),
+        macs_fn=_make_conv_macs(_n, True),
+        kwargs_fn=lambda p, s: {"in_channels": _in(s)[1]}, check_fn=_convt_check,
+        engine_class=_t, torch_class=_t, icon="conv",
+        key_params=("out_channels", "kernel_size", "stride"), id_prefix="deconv",
+    ))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from .graph import ExportError
 _ACTIVATIONS = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
                 "Softplus", "Hardtanh", "GLU", "ReLU6", "SELU", "CELU", "PReLU", "Mish", "Hardswish",
                 "Hardsigmoid", "Softsign", "LogSigmoid", "Softmin", "Tanhshrink", "Softshrink", "Hardshrink")
-_SAME_NAME = (*_ACTIVATIONS, "Linear", "Bilinear", "Embedding", "Conv1d", "Conv2d", "ConvTranspose2d",
+_SAME_NAME = (*_ACTIVATIONS, "Linear", "Bilinear", "Embedding", "Conv1d", "Conv2d", "ConvTranspose1d",
+              "ConvTranspose2d",
               "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
               "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "BatchNorm1d", "BatchNorm2d", "InstanceNorm1d",
               "InstanceNorm2d", "LayerNorm", "RMSNorm", "GroupNorm", "Dropout", "Dropout2d", "Flatten",
@@ -100,7 +101,7 @@ def _params_of(module: Any, kind: str) -> dict[str, Any]:
         if isinstance(scale, tuple) and len(set(scale)) == 1:
             params["scale_factor"] = scale[0]  # (2.0, 2.0) reads as 2.0
         params["align_corners"] = bool(module.align_corners)
-    elif kind in ("Conv1d", "Conv2d", "ConvTranspose2d"):
+    elif kind in ("Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"):
         if isinstance(module.padding, str):
             params["padding"] = module.padding
     elif kind.startswith(("MaxPool", "AvgPool")) and params.get("stride") == params.get("kernel_size"):

@@ -128,16 +128,17 @@ def _conv(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
                 pads=pads, dilations=_tuple(p["dilation"], n), group=p["groups"])
 
 
-@_emits("ConvTranspose2d")
+@_emits("ConvTranspose1d", "ConvTranspose2d")
 def _conv_transpose(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
     p = node.params
-    pad = _tuple(p["padding"], 2)
+    n = int(node.type[-2])
+    pad = _tuple(p["padding"], n)
     inputs = [xs[0], b.const(f"{node.id}.weight", b.weight(node.id, "weight"))]
     if p["bias"]:
         inputs.append(b.const(f"{node.id}.bias", b.weight(node.id, "bias")))
-    return b.op("ConvTranspose", inputs, out, kernel_shape=_tuple(p["kernel_size"], 2),
-                strides=_tuple(p["stride"], 2), pads=pad + pad, dilations=_tuple(p["dilation"], 2),
-                output_padding=_tuple(p["output_padding"], 2), group=p["groups"])
+    return b.op("ConvTranspose", inputs, out, kernel_shape=_tuple(p["kernel_size"], n),
+                strides=_tuple(p["stride"], n), pads=pad + pad, dilations=_tuple(p["dilation"], n),
+                output_padding=_tuple(p["output_padding"], n), group=p["groups"])
 
 
 @_emits("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d")

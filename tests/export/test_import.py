@@ -81,6 +81,20 @@ def test_torch_modules_and_functions_map_to_the_newer_catalogue_types():
     assert [p for p in validate(doc) if p.severity == "error"] == []
 
 
+def test_a_torch_transposed_1d_convolution_becomes_the_catalogue_layer_with_its_settings():
+    net = nn.Sequential(nn.Conv1d(2, 4, 3), nn.ConvTranspose1d(4, 3, 4, stride=2, padding=1, output_padding=1,
+                                                               dilation=1, groups=1, bias=False))
+    doc = import_module(net, (2, 10))
+    assert [n.type for n in doc.nodes.values()] == ["Input", "Conv1d", "ConvTranspose1d", "Output"]
+    up = next(n for n in doc.nodes if doc.nodes[n].type == "ConvTranspose1d")
+    assert doc.resolved_params(up)["output_padding"] in (1, [1])
+    assert doc.resolved_params(up)["bias"] is False
+    assert [p for p in validate(doc) if p.severity == "error"] == []
+    with torch.no_grad():
+        expected = net(torch.zeros(1, 2, 10)).shape[1:]
+    assert infer_shapes(doc).shape_of(up)[1:] == tuple(expected)
+
+
 def test_a_setting_the_catalogue_cannot_hold_becomes_an_unknown_node():
     net = nn.Sequential(nn.Upsample(scale_factor=2.0, mode="bicubic"), nn.Flatten())
     doc = import_module(net, (1, 4, 4))

@@ -65,6 +65,8 @@ def sequence_doc() -> Document:
     doc.connect("rnn", "out", "both", "in")
     _chain(doc, ("both", None, None), ("perm", "Permute", {"dims": [0, 2, 1]}),
            ("conv", "Conv1d", {"out_channels": 4, "kernel_size": 3, "padding": "same"}),
+           ("upc", "ConvTranspose1d", {"out_channels": 3, "kernel_size": 3, "stride": 2, "padding": 1,
+                                       "output_padding": 1}),
            ("shape", "Reshape", {"shape": [-1]}),
            ("fc", "Linear", {"out_features": 12, "init": "xavier_uniform", "init_gain": 0.5}),
            ("bn", "BatchNorm1d", {}), ("gelu", "GELU", {"approximate": "tanh"}), ("drop", "Dropout", {}))
@@ -162,7 +164,9 @@ def test_many_layer_kinds_match_the_engine_after_training_mode_statistics(make_d
 
 def test_the_model_reads_like_hand_written_pytorch():
     text = generate_script(sequence_doc())
-    assert "self.fc = nn.Linear(in_features=32, out_features=12)" in text
+    # the transposed conv doubles the length: 3 channels x 16 steps reach fc
+    assert "self.fc = nn.Linear(in_features=48, out_features=12)" in text
+    assert "self.upc = nn.ConvTranspose1d(in_channels=4, out_channels=3, kernel_size=3, stride=2," in text
     assert "gated = drop * gate" in text
     assert "both = torch.cat([attn, rnn], dim=2)" in text
     assert "perm = both.permute(0, 2, 1)" in text
