@@ -354,12 +354,15 @@ class MainWindow(QMainWindow):
         self.show_first_view()
 
     def show_first_view(self) -> None:
-        """The view of a document just opened: readable, never a row of specks. A shipped example
-        that doesn't fit is laid out to fit; a user's graph keeps its layout and is shown from
-        its start, with a hint how to see the rest."""
+        """The view of a document just opened: readable, never a row of specks or a pile. A shipped
+        example that doesn't fit is laid out to fit; a graph whose nodes share a spot (written
+        without positions) is laid out; otherwise a user's graph keeps its layout and is shown
+        from its start, with a hint how to see the rest."""
         ed = self.editor
         if self.example is not None:
             ed.arrange_to_fit()
+        elif ed.lay_out_piled_nodes():
+            ed.show_message("Some layers had no position of their own, so the graph was laid out")
         elif not ed.show_readable():
             ed.show_message("The graph is larger than the window: pan with the middle button or "
                             "Space+drag, F shows all of it, Ctrl+L lays it out to fit")

@@ -160,3 +160,30 @@ def test_fitting_keeps_the_graph_clear_of_an_overlay_at_the_top(qtbot):
     assert top >= 120
     bottom = ed.view.mapFromScene(ed.scene.nodes_rect().bottomLeft()).y()
     assert bottom <= ed.view.viewport().height()
+
+
+def test_a_hand_written_graph_without_positions_opens_laid_out_not_as_one_pile(qtbot, tmp_path):
+    path = tmp_path / "no_positions.json"
+    path.write_text(
+        '{"format": "wiregrad.graph", "version": 1, "nodes": ['
+        '{"id": "x", "type": "Input", "params": {"shape": [8], "dataset_driven": false}},'
+        '{"id": "fc", "type": "Linear", "params": {"out_features": 4}},'
+        '{"id": "act", "type": "ReLU"}, {"id": "loss", "type": "Output"}],'
+        '"edges": [{"from": ["x", "out"], "to": ["fc", "in"]}, {"from": ["fc", "out"], "to": ["act", "in"]},'
+        '{"from": ["act", "out"], "to": ["loss", "in"]}]}')
+    win = make_window(qtbot, tmp_path)
+    assert win.open_file(path)
+    ed = win.editor
+    rects = [item.sceneBoundingRect() for item in ed.scene.nodes.values()]
+    assert not any(a.intersects(b) for i, a in enumerate(rects) for b in rects[i + 1:])
+    assert all_nodes_visible(ed) and ed.view.zoom >= READABLE_ZOOM
+    assert "laid out" in ed.last_message
+    assert ed.undo_stack.count() == 0  # nothing the user did
+
+
+def test_a_users_graph_with_every_node_in_its_own_place_is_not_rearranged(qtbot, tmp_path):
+    path = tmp_path / "short.json"
+    save_document(long_chain(4), path)
+    win = make_window(qtbot, tmp_path)
+    assert win.open_file(path)
+    assert [n.pos for n in win.doc.nodes.values()] == [n.pos for n in load_document(path).nodes.values()]

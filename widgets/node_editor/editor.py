@@ -287,6 +287,17 @@ class NodeEditor(QWidget):
             self._push(cmd.MoveNodesCommand(self._doc, moves, "Auto-layout"))
         self.show_readable()
 
+    def lay_out_piled_nodes(self) -> bool:
+        """Right after opening: nodes stacked on one spot (a hand-written or generated graph without
+        positions) are laid out, not shown as one pile. Not an undoable edit; True if it moved nodes."""
+        spots = [tuple(n.pos) for n in self._doc.nodes.values()]
+        if len(set(spots)) == len(spots):
+            return False
+        for node_id, pos in self.fitting_layout().items():
+            self._doc.move_node(node_id, list(pos))
+        self.show_readable()
+        return True
+
     def arrange_to_fit(self) -> bool:
         """Right after opening a shipped example: if it doesn't fit at a readable zoom, lay it out
         so it does. Not an undoable edit (nothing the user made changes); True if it moved nodes."""
