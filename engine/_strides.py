@@ -56,10 +56,10 @@ def is_channels_last(shape: Shape, strides: Shape) -> bool:
 
 def is_contiguous(shape: Shape, strides: Shape) -> bool:
     """Like PyTorch: dimensions of size 1 may have any stride; empty tensors are contiguous."""
+    if 0 in shape:  # before any stride is looked at: a size-0 dim anywhere makes the tensor empty
+        return True
     expected = 1
     for n, s in zip(reversed(shape), reversed(strides)):
-        if n == 0:
-            return True
         if n != 1:
             if s != expected:
                 return False
@@ -84,11 +84,17 @@ def wrap_dims(dims, ndim: int) -> tuple[int, ...]:
     return out
 
 
+def wrap_dims_unchecked(dims, ndim: int) -> tuple[int, ...]:
+    """Each dim wrapped into [0, ndim), range-checked, duplicates kept (for callers that name them)."""
+    return tuple(wrap_dim(d, ndim) for d in dims)
+
+
 def broadcast_shapes(*shapes: Shape) -> Shape:
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:
-        for i, n in enumerate(s):
+        for i in range(len(s) - 1, -1, -1):  # from the last dim, so the error names torch's dim
+            n = s[i]
             j = ndim - len(s) + i
             if out[j] == 1:
                 out[j] = n
@@ -189,26 +195,33 @@ def expand(shape: Shape, strides: Shape, sizes) -> tuple[Shape, Shape]:
             f"dimensions in the tensor ({len(shape)})"
         )
     lead = len(sizes) - len(shape)
-    out_sh, out_st = [], []
-    for i, n in enumerate(sizes):
+    if not shape:  # a 0-d tensor: every dim is new and reads the one element (stride 0), like torch
+        if any(n < 0 for n in sizes):
+            i = next(i for i, n in enumerate(sizes) if n < 0)
+            raise RuntimeError(f"The expanded size of the tensor ({sizes[i]}) isn't allowed in a leading, "
+                               f"non-existing dimension {i}")
+        return sizes, (0,) * len(sizes)
+    out_sh, out_st = [0] * len(sizes), [0] * len(sizes)
+    # from the last dim back, like torch's inferExpandGeometry: a new or kept size-1 dim gets the stride a
+    # contiguous tensor would have there (size * stride of the dim after it)
+    for i in range(len(sizes) - 1, -1, -1):
+        n = sizes[i]
+        nxt = out_sh[i + 1] * out_st[i + 1] if i + 1 < len(sizes) else 1
         if i < lead:
             if n < 0:
                 raise RuntimeError(
-                    f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                    f"The expanded size of the tensor ({n}) isn't allowed in a leading, "
                     f"non-existing dimension {i}"
                 )
-            out_sh.append(n)
-            out_st.append(0)
+            out_sh[i], out_st[i] = n, (nxt if n == 1 else 0)
             continue
         old, st = shape[i - lead], strides[i - lead]
         if n == -1:
             n = old
         if old == n:
-            out_sh.append(n)
-            out_st.append(st)
+            out_sh[i], out_st[i] = n, st
         elif old == 1:
-            out_sh.append(n)
-            out_st.append(0)
+            out_sh[i], out_st[i] = n, 0
         else:
             raise RuntimeError(
                 f"The expanded size of the tensor ({n}) must match the existing size ({old}) at "
@@ -224,7 +237,7 @@ def squeeze(shape: Shape, strides: Shape, dims=None) -> tuple[Shape, Shape]:
         keep = [i for i in range(nd) if shape[i] != 1]
     else:
         dims = (dims,) if isinstance(dims, int) else tuple(dims)
-        drop = set(wrap_dims(dims, nd)) if nd else set()
+        drop = set(wrap_dims(dims, nd))
         keep = [i for i in range(nd) if not (i in drop and shape[i] == 1)]
     return tuple(shape[i] for i in keep), tuple(strides[i] for i in keep)
 
@@ -247,7 +260,7 @@ def narrow(shape: Shape, strides: Shape, offset: int, dim: int, start: int, leng
 
 def unfold(shape: Shape, strides: Shape, dim: int, size: int, step: int) -> tuple[Shape, Shape]:
     nd = len(shape)
-    dim = wrap_dim(dim, nd) if nd else 0
+    dim = wrap_dim(dim, nd)
     n = shape[dim] if nd else 1
     if size > n:
         raise RuntimeError(f"maximum size for tensor at dimension {dim} is {n} but size is {size}")
@@ -255,8 +268,8 @@ def unfold(shape: Shape, strides: Shape, dim: int, size: int, step: int) -> tupl
         raise RuntimeError(f"step is {step} but must be > 0")
     count = (n - size) // step + 1
     st = strides[dim] if nd else 1
-    if not nd:
-        return (count, size), (st * step, st)
+    if not nd:  # a 0-d tensor unfolds to its one window, shape (size,), like torch
+        return (size,), (1,)
     return (
         shape[:dim] + (count,) + shape[dim + 1 :] + (size,),
         strides[:dim] + (st * step,) + strides[dim + 1 :] + (st,),
@@ -266,6 +279,7 @@ def unfold(shape: Shape, strides: Shape, dim: int, size: int, step: int) -> tupl
 def flatten(shape: Shape, start: int, end: int) -> Shape:
     nd = len(shape)
     if nd == 0:
+        wrap_dim(start, 0), wrap_dim(end, 0)
         return (1,)
     start, end = wrap_dim(start, nd), wrap_dim(end, nd)
     if start > end:
@@ -282,7 +296,7 @@ def basic_index(shape: Shape, strides: Shape, offset: int, index: tuple):
         raise IndexError("an index can only have a single ellipsis ('...')")
     out_sh, out_st = [], []
     d = 0
-    for idx in index:
+    for pos, idx in enumerate(index):
         if idx is None:
             # the stride unsqueeze would give here: the next source dim's extent, or 1 past the end
             out_sh.append(1)
@@ -307,7 +321,8 @@ def basic_index(shape: Shape, strides: Shape, offset: int, index: tuple):
             i = int(idx)
             n = shape[d]
             if not -n <= i < n:
-                raise IndexError(f"index {i} is out of bounds for dimension {d} with size {n}")
+                # torch names the index's position in the tuple, not the dim it indexes
+                raise IndexError(f"index {i} is out of bounds for dimension {pos} with size {n}")
             offset += (i + n if i < 0 else i) * strides[d]
             d += 1
     out_sh.extend(shape[d:])

@@ -214,7 +214,7 @@ class Tensor:
         if len(args) == 1 and not isinstance(args[0], int):
             src = tensor(args[0], dtype=D.get_default_dtype())
         else:
-            src = empty(*args, **kwargs)
+            src = empty(*(args or (0,)), **kwargs)  # Tensor(dtype=...) is an empty (0,) tensor
         self._adopt(src)
 
     def _adopt(self, src: Tensor) -> None:

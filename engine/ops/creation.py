@@ -11,9 +11,13 @@ from ..random import default_generator
 from ..tensor import Tensor, _copy_channels_last, _copy_preserving_layout, _wrap_array
 
 
-def _size(size) -> tuple:
+def _size(size, op: str = "zeros") -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
+    for i, s in enumerate(size):
+        if isinstance(s, (float, np.floating)):
+            raise TypeError(f"{op}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
+                            f"\"type must be tuple of ints,but got {type(s).__name__}\"")
     out = tuple(int(s) for s in size)
     if any(s < 0 for s in out):
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(out)}: {list(out)}")
@@ -43,6 +47,8 @@ def _infer_dtype(data) -> D.dtype:
         if isinstance(x, Tensor):
             kinds.add(x._dtype)
         elif isinstance(x, (list, tuple)):
+            if not x:  # torch: an empty sequence stands for the default dtype (so [[], [1]] is float)
+                kinds.add(D.get_default_dtype())
             for y in x:
                 walk(y)
         elif isinstance(x, np.generic):  # a NumPy scalar keeps its dtype: [np.float64(1), 2.0] is float64
@@ -108,7 +114,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     else:
         dt = D.as_dtype(dtype) if dtype is not None else _infer_dtype(data)
         if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
-            data = _tensors_to_lists(data)
+            data = _tensors_to_scalars(data, dt)
         try:
             arr = np.array(data, dtype=dt.np)
         except (ValueError, OverflowError) as exc:
@@ -116,23 +122,51 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
             try:
                 arr = storable(np.array(data), dt)
             except ValueError:
-                raise ValueError(_ragged_message(data)) from exc
+                sizes = _first_sizes(data)
+                if 0 in sizes:  # torch stores (so checks) nothing when the first elements give no elements
+                    return _finish(np.zeros(sizes, dtype=dt.np), device, requires_grad, pin_memory)
+                raise _nested_error(data, dt) from exc
     if arr.dtype != dt.np:
         arr = arr.astype(dt.np)
     # not np.ascontiguousarray: it turns a 0-d array into shape (1,)
     return _finish(np.asarray(arr, order="C"), device, requires_grad, pin_memory)
 
 
-def _ragged_message(data) -> str:
-    """PyTorch's error for nested lists of unequal lengths: the first dim where a length differs."""
-    level, dim = [data], 0
-    while level and all(isinstance(x, (list, tuple)) for x in level):
-        n = len(level[0])
-        for x in level:
-            if len(x) != n:
-                return f"expected sequence of length {n} at dim {dim} (got {len(x)})"
-        level, dim = [y for x in level for y in x], dim + 1
-    return "expected a sequence of numbers with the same nesting at every position"
+def _first_sizes(data) -> tuple:
+    """The shape torch reads from nested data: the lengths along the first elements."""
+    sizes, x = [], data
+    while isinstance(x, (list, tuple)):
+        sizes.append(len(x))
+        if not x:
+            break
+        x = x[0]
+    return tuple(sizes)
+
+
+def _nested_error(data, dt: D.dtype) -> Exception:
+    """torch's error for nested data that is not a box of numbers: its sizes come from the first elements,
+    then, in order, a number where a sequence belongs is "not a sequence", a sequence of another length a
+    ValueError, and a sequence where a number belongs the TypeError of converting it to `dt`."""
+    sizes = _first_sizes(data)
+
+    def walk(x, dim):
+        if dim == len(sizes):
+            if not isinstance(x, (list, tuple)):
+                return None
+            kind = type(x).__name__
+            return TypeError(f"must be real number, not {kind}" if dt.is_floating_point
+                             else f"'{kind}' object cannot be interpreted as an integer")
+        if not isinstance(x, (list, tuple)):
+            return TypeError("not a sequence")
+        if len(x) != sizes[dim]:
+            return ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} (got {len(x)})")
+        for y in x:
+            err = walk(y, dim + 1)
+            if err is not None:
+                return err
+        return None
+
+    return walk(data, 0) or ValueError("expected a sequence of numbers with the same nesting everywhere")
 
 
 def _flat(x):
@@ -143,11 +177,18 @@ def _flat(x):
         yield x
 
 
-def _tensors_to_lists(x):
+def _tensors_to_scalars(x, dt: D.dtype):
+    """Tensors inside nested data are numbers to torch: one element each (of any shape), else the error of
+    converting them to a number of dtype `dt`."""
     if isinstance(x, Tensor):
-        return x.tolist()
+        # an integer (or bool) dtype reads the tensor as an index: an integer tensor of one element
+        if dt._cat in (0, 1) and (x.numel() != 1 or x._dtype.is_floating_point):
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        if x.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return x.reshape(()).item()
     if isinstance(x, (list, tuple)):
-        return [_tensors_to_lists(y) for y in x]
+        return [_tensors_to_scalars(y, dt) for y in x]
     return x
 
 
@@ -209,18 +250,26 @@ def _xp(device):
     return backend_for(as_device(device)).xp if device is not None and as_device(device).type != "cpu" else np
 
 
+def _needs_size(op: str, size) -> None:
+    if not size:  # zeros() is an error in torch; zeros(()) is a 0-d tensor
+        raise TypeError(f'{op}() missing 1 required positional arguments: "size"')
+
+
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
+    _needs_size("zeros", size)
     return _finish(np.zeros(_size(size), dtype=_dt(dtype).np), device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(np.ones(_size(size), dtype=_dt(dtype).np), device, requires_grad)
+    _needs_size("ones", size)
+    return _finish(np.ones(_size(size, "ones"), dtype=_dt(dtype).np), device, requires_grad)
 
 
 def empty(
     *size, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False, memory_format=None
 ) -> Tensor:
-    return _finish(np.empty(_size(size), dtype=_dt(dtype).np), device, requires_grad, pin_memory)
+    _needs_size("empty", size)
+    return _finish(np.empty(_size(size, "empty"), dtype=_dt(dtype).np), device, requires_grad, pin_memory)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -288,8 +337,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         raise RuntimeError("step must be nonzero")
     if (end - start) / step < 0:
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
-    if dtype is None:
-        dtype = D.int64 if all(isinstance(v, int) for v in vals) else D.get_default_dtype()
+    if dtype is None:  # NumPy integers and bools count as ints, like torch's
+        dtype = D.int64 if all(isinstance(v, (int, np.integer, np.bool_)) for v in vals) else \
+            D.get_default_dtype()
     dt = D.as_dtype(dtype)
     n = int(np.ceil((end - start) / step))
     arr = (start + np.arange(n, dtype=np.float64 if dt.is_floating_point else np.int64) * step).astype(dt.np)
@@ -297,9 +347,20 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if int(steps) < 0:
+        raise RuntimeError("number of steps must be non-negative")
     dt = _dt(dtype)
-    arr = np.linspace(start, end, int(steps), dtype=np.float64).astype(dt.np)
-    return _finish(arr, device, requires_grad)
+    if dt.is_floating_point or int(steps) < 2:
+        arr = np.linspace(start, end, int(steps), dtype=np.float64).astype(dt.np)
+        return _finish(arr, device, requires_grad)
+    # an integer linspace as torch computes it: bounds cast first, a double step, the first half counted
+    # up from start and the rest down from end, each value truncated
+    n = int(steps)
+    lo, hi = float(int(start)), float(int(end))
+    step = (hi - lo) / (n - 1)
+    idx = np.arange(n, dtype=np.float64)
+    vals = np.where(idx < n // 2, lo + step * idx, hi - step * (n - idx - 1))
+    return _finish(np.trunc(vals).astype(dt.np), device, requires_grad)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad=False):
@@ -309,6 +370,9 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    for name, k in (("n", n), ("m", m)):
+        if k is not None and k < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {k}")
     return _finish(np.eye(n, m if m is not None else n, dtype=_dt(dtype).np), device, requires_grad)
 
 

@@ -56,15 +56,19 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
     if index.numel() != src._shape[d]:
         raise IndexError(f"{op}: Number of indices ({index.numel()}) should be equal to source.size(dim) "
                          f"({src._shape[d]})")
-    for k, (a, b) in enumerate(zip(x._shape[:d] + x._shape[d + 1:], src._shape[:d] + src._shape[d + 1:])):
-        if a != b:
-            raise RuntimeError(f"{op}: Source/destination tensor must have same slice shapes. Destination "
-                               f"slice shape: {a} at dimension {k} and source slice shape: {b} at "
-                               f"dimension {k}.")
-    bad = _out_of_bounds(index, x._shape[d], negative_ok=False)
+    dst_slice, src_slice = x._shape[:d] + x._shape[d + 1:], src._shape[:d] + src._shape[d + 1:]
+    if dst_slice != src_slice:
+        raise RuntimeError(f"{op}: Source/destination tensor must have same slice shapes. Destination slice "
+                           f"shape: {' '.join(map(str, dst_slice))} at dimension {d} and source slice shape: "
+                           f"{' '.join(map(str, src_slice))} at dimension 0.")
+    # torch checks each index as it copies an element: with nothing to copy, none
+    bad = _out_of_bounds(index, x._shape[d], negative_ok=False) if src.numel() else None
     if bad is not None:
         raise IndexError(f"{op}: index {bad} is out of bounds for dimension {d} with size {x._shape[d]}")
-    out = IndexCopyBackward0.apply(x, src, _along(d, index), False)
+    idx = _along(d, index)
+    if not src.numel() and x._shape[d]:  # nothing is copied: torch checks no index, NumPy would
+        idx = idx[:-1] + (np.clip(idx[-1], 0, x._shape[d] - 1),)
+    out = IndexCopyBackward0.apply(x, src, idx, False)
     return out if input.ndim else out.reshape(())
 
 
@@ -77,9 +81,11 @@ def _out_of_bounds(index: Tensor, n: int, negative_ok: bool):
 
 def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     """input with the slices index[i] along dim set to value (a number or a 0-d tensor)."""
-    d = S.wrap_dim(dim, input.ndim) if input.ndim else 0
     if index._dtype is not D.int64:
         raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    d = S.wrap_dim(dim, input.ndim)
+    if index.ndim > 1:
+        raise RuntimeError("Index has to be a vector/scalar")
     if isinstance(value, Tensor) and value.ndim:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
@@ -93,8 +99,18 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
     return out if input.ndim else out.reshape(())
 
 
-index_copy_ = E._make_inplace(index_copy, "index_copy_", needs_old=False)
-index_fill_ = E._make_inplace(index_fill, "index_fill_", needs_old=False)
+def _make_inplace(fn, name: str, needs_old: bool = True):
+    """The in-place form of an out-of-place op whose other arguments (index, source) are not elementwise
+    operands: unlike elementwise's, no check that they broadcast into the tensor."""
+    def op(t, *args, **kwargs):
+        return E.inplace(t, lambda s, *a: fn(s, *a, **kwargs), *args, op_name=name, needs_old=needs_old)
+
+    op.__name__ = name
+    return op
+
+
+index_copy_ = _make_inplace(index_copy, "index_copy_", needs_old=False)
+index_fill_ = _make_inplace(index_fill, "index_fill_", needs_old=False)
 
 
 # ----------------------------------------------------------------------------- scatter_reduce
@@ -255,8 +271,8 @@ def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce:
     return out if input.ndim else out.reshape(())
 
 
-scatter_reduce_ = E._make_inplace(scatter_reduce, "scatter_reduce_")
-index_reduce_ = E._make_inplace(index_reduce, "index_reduce_")
+scatter_reduce_ = _make_inplace(scatter_reduce, "scatter_reduce_")
+index_reduce_ = _make_inplace(index_reduce, "index_reduce_")
 
 
 # ----------------------------------------------------------------------------- writing into a view
@@ -382,7 +398,7 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
     return PutBackward0.apply(input, index, source, accumulate)
 
 
-put_ = E._make_inplace(put, "put_", needs_old=False)
+put_ = _make_inplace(put, "put_", needs_old=False)
 
 
 # ----------------------------------------------------------------------------- assembling

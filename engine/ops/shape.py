@@ -28,8 +28,8 @@ class Cat(Function):
         out = [None, None]
         start = 0
         for n, skip in zip(ctx.sizes, ctx.skip):
-            if skip:
-                out.append(None)
+            if skip:  # a legacy empty tensor cat skipped still gets its (empty) gradient, like torch's
+                out.append(g.new_zeros(0))
                 continue
             out.append(g.narrow(ctx.dim, start, n))
             start += n
@@ -44,7 +44,12 @@ def cat(tensors, dim: int = 0, _node=CatBackward0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
-    ref = next((t for t in tensors if t._shape != (0,)), tensors[0])
+    ref = next((t for t in tensors if t._shape != (0,)), None)
+    if ref is None:  # only legacy empty tensors: torch checks no dim and returns an empty tensor
+        dtype = tensors[0]._dtype
+        for t in tensors[1:]:
+            dtype = D.promote_types(dtype, t._dtype)
+        return _node.apply(0, dtype, *tensors)
     nd = ref.ndim
     if nd == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
@@ -80,13 +85,13 @@ def stack(tensors, dim: int = 0) -> Tensor:
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
     shape = tensors[0]._shape
+    d = S.wrap_dim(dim, len(shape) + 1)
     for i, t in enumerate(tensors):
         if t._shape != shape:
             raise RuntimeError(
                 f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 and "
                 f"{list(t._shape)} at entry {i}"
             )
-    d = S.wrap_dim(dim, len(shape) + 1)
     return cat([t.unsqueeze(d) for t in tensors], d, StackBackward0)
 
 

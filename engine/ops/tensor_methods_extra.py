@@ -576,7 +576,7 @@ def new(t: Tensor, *args, device=None) -> Tensor:
             return C.tensor(data, dtype=dtype, device=device)
         if not isinstance(data, (int, np.integer)):
             raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
-    return C.empty(*args, dtype=dtype, device=device)
+    return C.empty(*(args or (0,)), dtype=dtype, device=device)  # new() is an empty (0,) tensor
 
 
 # ----------------------------------------------------------------------------- real-tensor identities

@@ -3,6 +3,8 @@
 `reshape` and `flatten` return a view when the strides allow it and copy otherwise, like PyTorch."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import _strides as S
@@ -70,8 +72,18 @@ class View(Function):
         return g.reshape(ctx.in_shape)
 
 
+class UnsafeView(View):
+    """reshape's copy path: the fresh copy with the new shape, a tensor of its own (not a view), like
+    torch's _unsafe_view."""
+
+    @staticmethod
+    def forward(ctx, x, shape, strides):
+        ctx.in_shape = x._shape
+        return x._arr.reshape(shape)
+
+
 ViewBackward0 = torch_node(View, "ViewBackward0")
-UnsafeViewBackward0 = torch_node(View, "UnsafeViewBackward0")  # reshape that had to copy
+UnsafeViewBackward0 = torch_node(UnsafeView, "UnsafeViewBackward0")  # reshape that had to copy
 ReshapeAliasBackward0 = torch_node(View, "ReshapeAliasBackward0")  # reshape viewing a non-contiguous tensor
 SqueezeBackward = tuple(torch_node(View, f"SqueezeBackward{i}") for i in range(3))  # all / one dim / dims
 UnsqueezeBackward0 = torch_node(View, "UnsqueezeBackward0")
@@ -115,8 +127,7 @@ def reshape(x: Tensor, *shape) -> Tensor:
     """Returns a view when possible, otherwise copies."""
     shape = S.infer_size(_shape_arg(shape), S.numel(x._shape))
     node = ViewBackward0 if S.is_contiguous(x._shape, x._strides) else ReshapeAliasBackward0
-    if shape == x._shape:
-        return node.apply(x, shape, x._strides)
+    # even to the same shape: torch recomputes the strides, which differ in size-1 dims
     strides = S.view_strides(x._shape, x._strides, shape)
     if strides is None:
         copy = x.clone(memory_format=contiguous_format)
@@ -151,6 +162,8 @@ class Permute(Function):
 
 def permute(x: Tensor, *dims) -> Tensor:
     """Returns a view (no copy)."""
+    if not dims:
+        raise TypeError('permute() missing 1 required positional arguments: "dims"')
     return PermuteBackward0.apply(x, _shape_arg(dims))
 
 
@@ -193,6 +206,10 @@ def T(x: Tensor) -> Tensor:  # noqa: N802
 
 
 def mT(x: Tensor) -> Tensor:  # noqa: N802
+    if x.ndim == 0:  # torch: deprecated, the tensor itself
+        warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases.",
+                      UserWarning, stacklevel=2)
+        return x
     if x.ndim < 2:
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
     return transpose(x, -2, -1)
@@ -247,17 +264,29 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Returns a view when possible, otherwise copies; `x` itself when there is nothing to merge."""
-    if x.ndim == 0:
-        return reshape(x, (1,))
     new_shape = S.flatten(x._shape, start_dim, end_dim)
+    if x.ndim == 0:
+        return reshape(x, new_shape)
     if len(new_shape) == x.ndim:  # start_dim == end_dim: PyTorch returns the input itself
         return x
     return reshape(x, new_shape)
 
 
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
+    if not x.ndim:
+        S.wrap_dim(dim, 0)
+        raise RuntimeError("unflatten got an unexpected error:\nDimension specified as 0 but tensor has no "
+                           "dimensions")
     d = S.wrap_dim(dim, x.ndim)
-    sizes = S.infer_size(tuple(sizes), x._shape[d])
+    sizes = tuple(int(n) for n in sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    n = x._shape[d]
+    known = S.numel(tuple(k for k in sizes if k != -1))
+    if (-1 not in sizes and known != n) or (-1 in sizes and known and n % known):
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim "
+                           f"{d} ({n}) in the input tensor")
+    sizes = S.infer_size(sizes, n)
     shape = x._shape[:d] + tuple(sizes) + x._shape[d + 1 :]
     strides = S.view_strides(x._shape, x._strides, shape)  # splitting one dim is always a view
     return ViewBackward0.apply(x, shape, strides)
@@ -309,10 +338,11 @@ SplitWithSizesBackward0 = torch_node(Slice, "SplitWithSizesBackward0")
 UnbindBackward0 = torch_node(Slice, "UnbindBackward0")
 
 
-def _index_node(shape, index: tuple):
+def _index_node(shape, index: tuple, bare: bool = True):
     """PyTorch's node for x[index]: that of the last view it applies (select, slice, unsqueeze); in a tuple
-    a full `:` applies nothing, and an index that applies nothing is an alias."""
-    if len(index) == 1 and index[0].__class__ is slice:
+    a full `:` applies nothing, and an index that applies nothing is an alias. A bare slice (x[:], `bare`)
+    always slices."""
+    if bare and len(index) == 1 and index[0].__class__ is slice:
         return SliceBackward0
     kind, d = "Alias", 0
     for idx in index:
@@ -331,20 +361,23 @@ def _index_node(shape, index: tuple):
     return _INDEX_NODES[kind]
 
 
-def basic_getitem(x: Tensor, index: tuple) -> Tensor:
-    return _index_node(x._shape, index).apply(x, index)
+def basic_getitem(x: Tensor, index: tuple, bare: bool = True) -> Tensor:
+    """x[index] for a basic index; `bare` when x was indexed by the one slice itself, not a tuple."""
+    return _index_node(x._shape, index, bare).apply(x, index)
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int, _node=SliceBackward0) -> Tensor:
     """Returns a view (no copy)."""
     if isinstance(start, Tensor):
         start = int(start.item())
+    if not x.ndim:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if length < 0:  # checked before the dim, like torch
+        raise RuntimeError("narrow(): length must be non-negative.")
     d = S.wrap_dim(dim, x.ndim)
     n = x._shape[d]
     if not -n <= start <= n:
         raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
-    if length < 0:
-        raise RuntimeError("narrow(): length must be non-negative.")
     if start < 0:
         start += n
     if start + length > n:
@@ -354,6 +387,8 @@ def narrow(x: Tensor, dim: int, start: int, length: int, _node=SliceBackward0) -
 
 def select(x: Tensor, dim: int, index: int, _node=SelectBackward0) -> Tensor:
     """Returns a view (no copy)."""
+    if not x.ndim:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
     d = S.wrap_dim(dim, x.ndim)
     n = x._shape[d]
     if not -n <= index < n:
@@ -365,6 +400,8 @@ def select(x: Tensor, dim: int, index: int, _node=SelectBackward0) -> Tensor:
 
 def split(x: Tensor, split_size_or_sections, dim: int = 0):
     """Returns views (no copy)."""
+    if not x.ndim:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = S.wrap_dim(dim, x.ndim)
     n = x._shape[d]
     node = SplitBackward0
@@ -381,7 +418,7 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
         if sum(sizes) != n:
             raise RuntimeError(
                 f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
-                f"dimension {d}), but got split_sizes={sizes}"
+                f"dimension {dim}), but got split_sizes={sizes}"
             )
     out, start = [], 0
     for s in sizes:
@@ -392,6 +429,8 @@ def split(x: Tensor, split_size_or_sections, dim: int = 0):
 
 def chunk(x: Tensor, chunks: int, dim: int = 0):
     """Returns views (no copy)."""
+    if not x.ndim:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0")
     d = S.wrap_dim(dim, x.ndim)
@@ -422,6 +461,9 @@ def tensor_split(x: Tensor, indices_or_sections, dim: int = 0):
 
 def unbind(x: Tensor, dim: int = 0):
     """Returns views (no copy)."""
+    if not x.ndim:
+        S.wrap_dim(dim, 0)
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     d = S.wrap_dim(dim, x.ndim)
     return tuple(select(x, d, i, UnbindBackward0) for i in range(x._shape[d]))
 
@@ -430,8 +472,16 @@ def movedim(x: Tensor, source, destination) -> Tensor:
     src = (source,) if isinstance(source, int) else tuple(source)
     dst = (destination,) if isinstance(destination, int) else tuple(destination)
     nd = x.ndim
-    src = S.wrap_dims(src, nd)
-    dst = S.wrap_dims(dst, nd)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} dims) should "
+                           f"contain the same number of dims as destination ({list(dst)} dims)")
+    for name, dims in (("source", src), ("destination", dst)):
+        if len(set(S.wrap_dims_unchecked(dims, nd))) != len(dims):
+            raise RuntimeError(f"movedim: repeated dim in `{name}` ({list(dims)})")
+    src = tuple(S.wrap_dim(d, nd) for d in src)
+    dst = tuple(S.wrap_dim(d, nd) for d in dst)
+    if not nd:
+        return permute(x, ())
     order = [i for i in range(nd) if i not in src]
     perm = [None] * nd
     for s, d in zip(src, dst):
@@ -538,6 +588,8 @@ def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
 def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     nd = x.ndim
     d1, d2 = S.wrap_dim(dim1, nd), S.wrap_dim(dim2, nd)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     n1, n2 = x._shape[d1], x._shape[d2]
     length = max(0, min(n1, n2 - offset)) if offset >= 0 else max(0, min(n1 + offset, n2))
     keep = [i for i in range(nd) if i not in (d1, d2)]
