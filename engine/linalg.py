@@ -842,9 +842,11 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None, out=None) -> Tensor:
     """Frobenius, nuclear, max column (1) / row (inf) sum, spectral (2) norms, and their minimum versions."""
     fn = "linalg.matrix_norm"
+    if A.ndim < 2:  # torch names a missing dim before a bad dtype
+        raise RuntimeError(f"{fn}: The input tensor A must have at least 2 dimensions.")
+    _check_matrix(A, fn)  # the input's own dtype, before any cast to dtype (float16 is refused even then)
     if dtype is not None:
         A = A.to(D.as_dtype(dtype))
-    _check_matrix(A, fn)
     if len(dim) != 2:
         raise RuntimeError(f"{fn}: dim must be a 2-tuple. Got {' '.join(map(str, dim))}")
     d0, d1 = (d % A.ndim for d in dim)

@@ -109,14 +109,25 @@ def _has_nan(t: Tensor) -> bool:
 
 
 # ----------------------------------------------------------------------------- binary arithmetic
+def _alpha_times(np_fn, A, B, alpha, dt: D.dtype):
+    """A (+ or -) alpha * B in the result dtype dt: a scalar B stays a Python number (NumPy would promote a
+    NumPy scalar: int64 + 0.5 * 2 must stay float32), integer products wrap like torch's (uint8 - 1 * x)."""
+    if isinstance(B, np.ndarray):
+        B = np.multiply(B, _wrap_int_scalar(alpha, dt))
+    else:
+        B = _wrap_int_scalar(B * alpha, dt)
+    r = np_fn(A, B)
+    return r if r.dtype == dt.np else r.astype(dt.np)
+
+
 class Add(Function):
     _raw = True
 
     @staticmethod
     def forward(ctx, a, b, alpha=1):
-        A, B, _ = _operands(a, b)
+        A, B, dt = _operands(a, b)
         ctx.alpha = alpha
-        return np.add(A, B) if alpha == 1 else np.add(A, np.multiply(B, alpha))
+        return np.add(A, B) if alpha == 1 else _alpha_times(np.add, A, B, alpha, dt)
 
     @staticmethod
     def backward(ctx, g):
@@ -133,7 +144,7 @@ class Sub(Function):
         if dt is D.bool_ or t._dtype is D.bool_ or _is_bool(other):
             _refuse_bool_sub(dt is D.bool_)
         ctx.alpha = alpha
-        return np.subtract(A, B) if alpha == 1 else np.subtract(A, np.multiply(B, alpha))
+        return np.subtract(A, B) if alpha == 1 else _alpha_times(np.subtract, A, B, alpha, dt)
 
     @staticmethod
     def backward(ctx, g):
@@ -181,6 +192,15 @@ class Mul(Function):
         return ga, gb
 
 
+def _unwrapped(x, X, dt: D.dtype):
+    """An operand of a true division as it was before its cast to the integer result dtype dt."""
+    if not _is_t(x):
+        return x
+    if dt.is_floating_point or x._dtype is dt or x._arr.__class__ is not X.__class__:  # (or device moved)
+        return X
+    return x._arr
+
+
 class Div(Function):
     _raw = True
 
@@ -188,9 +208,10 @@ class Div(Function):
     def forward(ctx, a, b, rounding_mode=None):
         A, B, dt = _operands(a, b)
         if rounding_mode is None:
-            # true division sees the scalar's real value, not its integer wrap-around
-            A, _ = _as_float(A if _is_t(a) else a, dt)
-            B, _ = _as_float(B if _is_t(b) else b, dt)
+            # true division sees each operand's real value, not its wrap-around in the integer result type
+            # (int64 0-d -1 / uint8 is -1 / x, not 255 / x): integer operands go straight to the float dtype
+            A, _ = _as_float(_unwrapped(a, A, dt), dt)
+            B, _ = _as_float(_unwrapped(b, B, dt), dt)
             nig = ctx.needs_input_grad
             ctx.save_for_backward(a if _is_t(a) and nig[1:2] == (True,) else None, b if _is_t(b) else None)
             ctx.sa, ctx.sb = (None if _is_t(a) else a), (None if _is_t(b) else b)
@@ -206,6 +227,7 @@ class Div(Function):
         if rounding_mode == "trunc":
             if dt.is_floating_point:
                 return np.trunc(np.true_divide(A, B)).astype(dt.np)
+            A, B = np.asarray(A, dtype=dt.np), np.asarray(B, dtype=dt.np)  # a bool scalar has no np.sign
             q = np.floor_divide(np.abs(A), np.abs(B))
             return (q * np.sign(A) * np.sign(B)).astype(dt.np)
         raise RuntimeError(
@@ -247,7 +269,7 @@ class Pow(Function):
         if dt._cat == 1 and np.any(np.asarray(B if _is_t(b) else b) < 0):  # b, not its uint8 wrap
             if not _is_t(b):
                 raise RuntimeError("Integers to negative integer powers are not allowed.")
-            return _int_pow_negative(A, B)
+            return _int_pow_negative(A, B).astype(dt.np, copy=False)  # a Python int base broadcasts as int64
         if dt._cat == 1 and not _is_t(b):
             storable(b, dt)  # an exponent the dtype cannot hold raises (uint8 ** 300), as in torch
         if B.__class__ is float and B == -0.5 and A.dtype.kind == "f":
@@ -266,11 +288,15 @@ class Pow(Function):
                 e = ctx.sb
                 ga = g * 0 if e == 0 else g * e * a ** (e - 1)
             else:  # 0 where the exponent is 0, as torch (not 0 * 0 ** -1 = nan)
-                ga = where(b == 0, 0.0, g * b * a ** (b - 1))
+                e = b.to(g._dtype) if b._dtype is D.bool_ else b  # a bool exponent has no b - 1
+                ga = where(b == 0, 0.0, g * e * a ** (e - 1))
         if ctx.needs_input_grad[1]:
             base = a if a is not None else ctx.sa
             if a is None:
-                gb = g * (base**b) * math.log(base) if base > 0 else g * (base**b) * _nan_or_zero(base)
+                if base == 0:  # torch: 0 where the exponent is >= 0, else 0 ** b * log 0 (inf * -inf)
+                    gb = g * where(b >= 0, 0.0, (base**b) * -math.inf)
+                else:
+                    gb = g * (base**b) * (math.log(base) if base > 0 else math.nan)
             else:
                 res = a**b
                 mask = (a == 0) & (b >= 0)
@@ -286,10 +312,6 @@ def _int_pow_negative(A, B):
     neg = B < 0
     out[neg] = np.where(A[neg] == 1, 1, np.where(A[neg] == -1, 1 - 2 * (B[neg] & 1), 0))
     return out
-
-
-def _nan_or_zero(base):
-    return 0.0 if base == 0 else float("nan")
 
 
 # the classes of the graph nodes, named like torch's (type(t.grad_fn).__name__); one Function may be several
@@ -809,6 +831,9 @@ class Clamp(Function):
     def forward(ctx, x, lo, hi):
         if lo is None and hi is None:
             raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+        bounds = [t for t in (lo, hi) if _is_t(t)]
+        if bounds:
+            _broadcast_pairwise(x._shape, *(t._shape for t in bounds))
         ctx.save_for_backward(x, lo if _is_t(lo) else None, hi if _is_t(hi) else None)
         ctx.lo, ctx.hi = lo, hi
         a = x._arr
@@ -816,6 +841,10 @@ class Clamp(Function):
         if dt._cat != 2 or _is_t(lo) or _is_t(hi):  # int64 with float bounds is float32, as in torch
             dt = D.result_type(x, lo, hi)
             a = a.astype(dt.np, copy=False)
+        if dt is D.bool_ and not bounds:  # torch has no bool kernel for number bounds
+            which = "clamp" if lo is not None and hi is not None else "clamp_min" if lo is not None else \
+                "clamp_max"
+            _not_implemented(f"{which}_scalar_cpu", dt)
         if lo is not None:  # a scalar bound is stored in the result's dtype: uint8 clamp(min=-1) is 255
             a = np.maximum(a, lo._arr if _is_t(lo) else storable(lo, dt))
         if hi is not None:
@@ -835,10 +864,11 @@ class Clamp(Function):
             mask = m2 if mask is None else mask & m2
         gx = g * mask
         glo = ghi = None
+        # where min > max the result is max everywhere (torch's clamp_backward_min_max): max gets the gradient
         if lo_t is not None:
-            glo = g * (x < lo_t)
+            glo = g * ((x < lo_t) & (lo_t < hi) if hi is not None else x < lo_t)
         if hi_t is not None:
-            ghi = g * (x > hi_t)
+            ghi = g * ((x > hi_t) | (hi_t < lo) if lo is not None else x > hi_t)
         return gx, glo, ghi
 
 
@@ -848,7 +878,34 @@ ClampMinBackward0, ClampMinBackward1 = (torch_node(Clamp, f"ClampMinBackward{i}"
 ClampMaxBackward0, ClampMaxBackward1 = (torch_node(Clamp, f"ClampMaxBackward{i}") for i in (0, 1))
 
 
+def _broadcast_pairwise(*shapes):
+    """Broadcast shapes one after the other, as torch does for where/clamp: its error names the first pair
+    that fails and the dim within that pair."""
+    out = shapes[0]
+    for s in shapes[1:]:
+        if s != out:
+            out = S.broadcast_shapes(out, s)
+    return out
+
+
+def _clamp_bounds(min, max):
+    """torch's clamp takes two tensor bounds or two numbers. With a tensor and a number, its argument parser
+    reads a 0-d tensor that does not require grad as a number; any other mix is a TypeError."""
+    if _is_t(min) == _is_t(max) or min is None or max is None:
+        return min, max
+    t = min if _is_t(min) else max
+    if t._shape or t.requires_grad:
+        kinds = {k: "Tensor" if _is_t(v) else type(v).__name__ for k, v in (("min", min), ("max", max))}
+        raise TypeError(
+            f"clamp() received an invalid combination of arguments - got (Tensor, min={kinds['min']}, "
+            f"max={kinds['max']}), but expected one of: (Tensor input, Tensor min = None, Tensor max = None) "
+            "or (Tensor input, Number min = None, Number max = None)")
+    as_number = t.item()
+    return (as_number, max) if t is min else (min, as_number)
+
+
 def clamp(input, min=None, max=None):
+    min, max = _clamp_bounds(min, max)
     node = ClampBackward0 if _is_t(min) or _is_t(max) else ClampBackward1
     return node.apply(input, min, max)
 
@@ -869,6 +926,7 @@ class Where(Function):
 
     @staticmethod
     def forward(ctx, cond, a, b):
+        _broadcast_pairwise(*(t._shape for t in (cond, a, b) if _is_t(t)))  # torch's error, not NumPy's
         if _is_t(a) or _is_t(b):
             A, B, dt = _operands(a, b)
             if dt._cat == 1:  # a scalar is stored, not wrapped: uint8 with 300 raises, as in torch
@@ -1228,17 +1286,17 @@ def inplace(t: Tensor, fn, *args, op_name: str, needs_old: bool = True) -> Tenso
     if not needs_old and t._rg:
         src = t  # the op ignores the old values but its graph must still reach them (e.g. add_)
     r = fn(src, *args)
-    if r._dtype is not t._dtype:
-        if r._dtype._cat > t._dtype._cat:
-            _cast_error(r._dtype, t._dtype)
-        r = r.to(t._dtype)
-    if r._shape != t._shape:
+    if r._shape != t._shape:  # the shape is checked before the dtype, like torch
         if S.broadcast_shapes(t._shape, r._shape) != t._shape:
             raise RuntimeError(
                 f"{op_name}: output with shape {list(t._shape)} doesn't match the broadcast shape "
                 f"{list(S.broadcast_shapes(t._shape, r._shape))}"
             )
         r = r.expand(t._shape)
+    if r._dtype is not t._dtype:
+        if r._dtype._cat > t._dtype._cat:
+            _cast_error(r._dtype, t._dtype)
+        r = r.to(t._dtype)
     np.copyto(t._arr, r._arr)
     t._storage.version += 1
     _rebase_history(t, r)
@@ -1320,6 +1378,11 @@ def _fast_inplace(np_fn, name, t: Tensor, other, alpha=1):
     _check_inplace(t)
     B = other._arr if _is_t(other) else _wrap_int_scalar(other, t._dtype)  # uint8 sub_(-2) wraps
     if _is_t(other):
+        if other._shape != t._shape:  # torch checks the shapes before the dtypes
+            bshape = S.broadcast_shapes(t._shape, other._shape)
+            if bshape != t._shape:
+                raise RuntimeError(
+                    f"output with shape {list(t._shape)} doesn't match the broadcast shape {list(bshape)}")
         if other._dtype._cat > t._dtype._cat:
             _cast_error(other._dtype, t._dtype)
         if other._storage.device is not t._storage.device and other._shape:
@@ -1416,15 +1479,30 @@ def zero_(t: Tensor) -> Tensor:
     return fill_(t, 0)
 
 
-def _make_inplace(fn, name, needs_old=True):
+def _check_broadcast_into(t: Tensor, args) -> None:
+    """An elementwise in-place op's operands must broadcast to t's shape; torch checks before any kernel runs
+    (so before an integer division by zero, say)."""
+    for a in args:
+        if _is_t(a) and a._shape != t._shape:
+            shape = S.broadcast_shapes(t._shape, a._shape)
+            if shape != t._shape:
+                raise RuntimeError(
+                    f"output with shape {list(t._shape)} doesn't match the broadcast shape {list(shape)}")
+
+
+def _make_inplace(fn, name, needs_old=True, elementwise=False):
+    """fn written into its first argument; with elementwise, the other tensors are first checked to broadcast
+    to its shape (torch's order: before any kernel error, such as an integer division by zero)."""
     def op(t, *args, **kwargs):
+        if elementwise:
+            _check_broadcast_into(t, (*args, *kwargs.values()))
         return inplace(t, lambda s, *a: fn(s, *a, **kwargs), *args, op_name=name, needs_old=needs_old)
 
     op.__name__ = name
     return op
 
 
-pow_ = _make_inplace(pow, "pow_")
+pow_ = _make_inplace(pow, "pow_", elementwise=True)
 clamp_ = _make_inplace(clamp, "clamp_")
 clamp_min_ = _make_inplace(clamp_min, "clamp_min_")
 clamp_max_ = _make_inplace(clamp_max, "clamp_max_")
@@ -1488,20 +1566,25 @@ class Round(Function):
 
     @staticmethod
     def forward(ctx, x, decimals=0):
-        return np.round(x._arr, decimals)  # round half to even, like PyTorch
+        a = x._arr
+        if decimals and a.dtype == np.float16:  # torch scales by 10^decimals in float32, then rounds once
+            return np.round(a.astype(np.float32), decimals).astype(np.float16)
+        return np.round(a, decimals)  # round half to even, like PyTorch
 
     @staticmethod
     def backward(ctx, g):
         return g * 0, None
 
 
-RoundBackward0 = torch_node(Round, "RoundBackward0")
+RoundBackward0, RoundBackward1 = torch_node(Round, "RoundBackward0"), torch_node(Round, "RoundBackward1")
 
 
-def round(input, *, decimals=0):
+def round(input, *, decimals=None):
+    """round(x) and round(x, decimals=d) are torch's two overloads (RoundBackward0 / RoundBackward1)."""
     if not input._dtype.is_floating_point and (decimals or input._dtype is D.bool_):
         _not_implemented("round_cpu" if decimals else "round_vml_cpu", input._dtype)
-    return RoundBackward0.apply(input, decimals)
+    node = RoundBackward0 if decimals is None else RoundBackward1
+    return node.apply(input, decimals or 0)
 
 
 round_ = _make_inplace(round, "round_")

@@ -459,12 +459,18 @@ def _lower_nanmedian_index(a: np.ndarray, d: int) -> np.ndarray:
 
 def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
     """The lower median of the non-NaN values (NaN when a row has none); with dim, (values, indices)."""
+    kernel = "median_cpu" if dim is None else "median_out"
+    bool_error = NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
     if dim is None:
+        if input._dtype is D.bool_:
+            raise bool_error
         if not input.numel():
-            return _wrap_array(np.full((), np.nan, dtype=input._dtype.np))
+            return SO.EmptyNanmedianBackward0.apply(input)
         flat = input.reshape(-1)
         return NanmedianBackward0.apply(flat, 0, _lower_nanmedian_index(flat._arr, 0), True)
-    d = S.wrap_dim(dim, input.ndim) if input.ndim else 0
+    d = S.wrap_dim(dim, input.ndim)
+    if input._dtype is D.bool_ and (not input.ndim or input._shape[d]):  # an empty dim is refused first
+        raise bool_error
     if not input.ndim:
         return nanmedian_result(NanmedianBackward1.apply(input, 0, None), _wrap_array(np.zeros((), np.int64)))
     if input._shape[d] == 0:

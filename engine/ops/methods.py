@@ -24,6 +24,11 @@ def _rev(fn):
     return r
 
 
+def _rdiv(self, other):
+    """`2 / x` is torch's Tensor.__rdiv__: x.reciprocal() * 2 (so MulBackward0, and its rounding)."""
+    return E.mul(E.reciprocal(self), other)
+
+
 def _pow_rev(self, other):
     return E.pow(other, self)
 
@@ -167,7 +172,7 @@ METHODS = {
     "exponential_": C.exponential_, "bernoulli": C.bernoulli, "multinomial": C.multinomial,
     # operators
     "__add__": E.add, "__radd__": _rev(E.add), "__sub__": E.sub, "__rsub__": _rev(E.sub),
-    "__mul__": E.mul, "__rmul__": _rev(E.mul), "__truediv__": E.div, "__rtruediv__": _rev(E.div),
+    "__mul__": E.mul, "__rmul__": _rev(E.mul), "__truediv__": E.div, "__rtruediv__": _rdiv,
     "__floordiv__": E.floor_divide, "__rfloordiv__": _rev(E.floor_divide), "__mod__": E.remainder,
     "__rmod__": _rev(E.remainder), "__pow__": E.pow, "__rpow__": _pow_rev, "__matmul__": L.matmul,
     "__rmatmul__": _rev(L.matmul), "__neg__": E.neg, "__pos__": lambda self: self, "__abs__": E.abs,
@@ -180,7 +185,11 @@ METHODS = {
     "__rlshift__": _rev(E.bitwise_left_shift), "__rrshift__": _rev(E.bitwise_right_shift),
     "__ilshift__": _iop(E.bitwise_left_shift_), "__irshift__": _iop(E.bitwise_right_shift_),
     "__iadd__": _iop(E.add_), "__isub__": _iop(E.sub_), "__imul__": _iop(E.mul_),
-    "__itruediv__": _iop(E.div_),
+    "__itruediv__": _iop(E.div_), "__ifloordiv__": lambda self, other: self.floor_divide_(other),
+    "__imod__": lambda self, other: self.remainder_(other), "__ipow__": lambda self, other: self.pow_(other),
+    "__iand__": lambda self, other: self.bitwise_and_(other),
+    "__ior__": lambda self, other: self.bitwise_or_(other),
+    "__ixor__": lambda self, other: self.bitwise_xor_(other),
 }
 
 METHODS.update({name: _tensor_other(fn, name) for name, fn in _TENSOR_OTHER.items()})

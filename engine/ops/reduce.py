@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -24,7 +25,8 @@ def _axes(x: Tensor, dim):
     if isinstance(dim, (tuple, list)):
         if len(dim) == 0:
             return tuple(range(nd))
-        return S.wrap_dims(tuple(dim), nd) if nd else ()
+        axes = S.wrap_dims(tuple(dim), nd)  # range-checked on 0-d tensors too (there -1 and 0 are valid)
+        return axes if nd else ()
     d = S.wrap_dim(dim, nd)
     return (d,) if nd else ()
 
@@ -45,6 +47,14 @@ def _sum_dtype(x: Tensor, dtype):
     return D.int64 if x._dtype._cat < 2 else x._dtype
 
 
+def _recordable(out: Tensor, input: Tensor) -> Tensor:
+    """torch refuses to record a differentiable op whose result (dtype=int64, bool...) autograd cannot carry;
+    it finds out after the kernel ran, so the kernel's own errors come first."""
+    if not out._dtype.is_floating_point and input.requires_grad and state.grad_enabled:
+        raise RuntimeError(f"Autograd not support dtype: {D.scalar_type_name(out._dtype)}")
+    return out
+
+
 class Sum(Function):
     _raw = True
 
@@ -63,7 +73,7 @@ SumBackward0, SumBackward1 = torch_node(Sum, "SumBackward0"), torch_node(Sum, "S
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     node = SumBackward0 if dim is None else SumBackward1
-    return node.apply(input, _axes(input, dim), keepdim, _sum_dtype(input, dtype))
+    return _recordable(node.apply(input, _axes(input, dim), keepdim, _sum_dtype(input, dtype)), input)
 
 
 class SumToSize(Function):
@@ -141,6 +151,7 @@ MeanBackward0, MeanBackward1 = torch_node(Mean, "MeanBackward0"), torch_node(Mea
 class Var(Function):
     _raw = True
     _np_fn = staticmethod(np.var)
+    _what = "var"
 
     @classmethod
     def forward(cls, ctx, x, axes, correction, keepdim):
@@ -150,7 +161,13 @@ class Var(Function):
         for a in axes:
             n *= x._shape[a]
         ctx.n = n
-        with np.errstate(divide="ignore", invalid="ignore"):
+        if n - correction > 0:
+            return cls._np_fn(x._arr, axis=axes, ddof=correction, keepdims=keepdim)
+        warnings.warn(  # torch's warning, in place of NumPy's RuntimeWarnings
+            f"{cls._what}(): degrees of freedom is <= 0. Correction should be strictly less than the "
+            "reduction factor (input numel divided by output numel).", UserWarning, stacklevel=4)
+        with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
             return cls._np_fn(x._arr, axis=axes, ddof=correction, keepdims=keepdim)
 
     @staticmethod
@@ -177,6 +194,7 @@ class Std(Var):
 
     _save_output = True
     _np_fn = staticmethod(np.std)
+    _what = "std"
 
     @staticmethod
     def backward(ctx, g):
@@ -224,11 +242,10 @@ class Prod(Function):
     _save_output = True
 
     @staticmethod
-    def forward(ctx, x, axes, keepdim, whole):
+    def forward(ctx, x, axes, keepdim, whole, dtype):
         ctx.save_for_backward(x)
         ctx.axes, ctx.keepdim, ctx.whole = axes, keepdim, whole
-        dt = np.int64 if x._dtype._cat < 2 else None
-        return np.prod(x._arr, axis=axes, keepdims=keepdim, dtype=dt)
+        return np.prod(x._arr, axis=axes, keepdims=keepdim, dtype=dtype.np)
 
     @staticmethod
     def backward(ctx, g):
@@ -266,10 +283,11 @@ ProdBackward0, ProdBackward1 = torch_node(Prod, "ProdBackward0"), torch_node(Pro
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
-    if dtype is not None:  # PyTorch casts the input first: prod([1.5, 2.5], dtype=int64) is 2
-        input = input.to(D.as_dtype(dtype))
+    dt, axes = _sum_dtype(input, dtype), _axes(input, dim)
+    # PyTorch casts the input first: prod([1.5, 2.5], dtype=int64) is 2
+    x = input.to(dt) if dtype is not None else input
     node = ProdBackward0 if dim is None else ProdBackward1
-    return node.apply(input, _axes(input, dim), keepdim, dim is None)
+    return _recordable(node.apply(x, axes, keepdim, dim is None, dt), input)
 
 
 class MaxMin(Function):
@@ -312,15 +330,20 @@ AmaxBackward0, AminBackward0 = torch_node(MaxMin, "AmaxBackward0"), torch_node(M
 
 def _reduce_extreme(node, input, dim, keepdim, is_max, name):
     """max()/amax(): values over `dim` (all dims when None or ()), PyTorch's checks for empty inputs."""
+    if isinstance(dim, (tuple, list)) and dim:  # an empty dim is named before a repeated one, like torch
+        for a, named in zip(S.wrap_dims_unchecked(tuple(dim), input.ndim), dim):
+            if input._shape and input._shape[a] == 0:
+                raise IndexError(f"{name}(): Expected reduction dim {named} to have non-zero size.")
     axes = _axes(input, dim if dim != () else None)
     if dim in (None, ()) and input.numel() == 0:  # amax() of nothing, as max()
         raise RuntimeError(
             f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
             "reduction dim with the 'dim' argument."
         )
-    for a in axes:
-        if input._shape[a] == 0:
-            raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
+    given = dim if isinstance(dim, (tuple, list)) else (dim,)
+    for a, named in zip(axes, given):
+        if input._shape[a] == 0:  # named as the caller wrote it, like torch (-2, not 1)
+            raise IndexError(f"{name}(): Expected reduction dim {named} to have non-zero size.")
     return node.apply(input, axes, keepdim, is_max)
 
 
@@ -388,7 +411,7 @@ def _max_min(input, dim, keepdim, other, is_max):
     if dim is None:
         node, name = (MaxBackward1, "max") if is_max else (MinBackward1, "min")
         return _reduce_extreme(node, input, None, False, is_max, name)
-    d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
+    d = S.wrap_dim(dim, len(input._shape))
     v, i = (MaxBackward0 if is_max else MinBackward0).apply(input, d, keepdim, is_max)
     return values_indices(v, i)
 
@@ -411,7 +434,7 @@ def _arg(input, dim, keepdim, fn):
             raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
         out = np.asarray(fn(a.reshape(-1)), dtype=np.int64)
         return _wrap_array(out.reshape((1,) * a.ndim) if keepdim else out)
-    d = S.wrap_dim(dim, a.ndim) if a.ndim else 0
+    d = S.wrap_dim(dim, a.ndim)
     if not a.ndim:
         return _wrap_array(np.zeros((), dtype=np.int64))
     if a.shape[d] == 0:
@@ -488,7 +511,8 @@ class VectorNorm(Function):
         elif p == 2:
             r = np.sqrt(np.sum(a * a, axis=axes, keepdims=True))
         else:
-            r = np.sum(a**p, axis=axes, keepdims=True) ** (1.0 / p)
+            with np.errstate(divide="ignore"):  # p < 0 at a zero: |0| ** p is inf, the norm 0, silently
+                r = np.sum(a**p, axis=axes, keepdims=True) ** (1.0 / p)
         return _squeeze_axes(r, x._shape, axes, keepdim)
 
     @staticmethod
@@ -519,19 +543,18 @@ LinalgVectorNormBackward0 = torch_node(VectorNorm, "LinalgVectorNormBackward0")
 
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
-    if dtype is not None:
-        input = input.to(D.as_dtype(dtype))
-    if not input._dtype.is_floating_point:
+    if p is None or (p == "fro" and (dim is None or isinstance(dim, int) or len(dim) <= 2)):
+        p = 2
+    elif isinstance(p, str):  # "nuc", or "fro" over more dims: torch.norm hands these to matrix_norm
+        from .. import linalg
+
+        dims = tuple(range(input.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+        return linalg.matrix_norm(input, p, dims, keepdim, dtype=dtype)
+    if not input._dtype.is_floating_point:  # checked before the cast to dtype, like torch
         raise RuntimeError(
             f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
             f"{D.scalar_type_name(input._dtype)}"
         )
-    if p in ("fro", None):
-        p = 2
-    elif p == "inf":
-        p = math.inf
-    elif isinstance(p, str):
-        raise RuntimeError(f"norm(): unsupported norm type {p!r} for a vector norm")
     axes = _axes(input, dim)
     if p < 0 or p == math.inf:  # max/min-like norms have no value for nothing
         what = f"linalg.vector_norm cannot compute the {float(p):g} norm on"
@@ -541,6 +564,13 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
             if not input._shape[a]:
                 raise RuntimeError(f"{what} the dimension {a} because this dimension is empty and the "
                                    "operation does not have an identity")
+    if dtype is not None:
+        dt = D.as_dtype(dtype)
+        if D.promote_types(input._dtype, dt) is not dt:
+            raise RuntimeError(
+                f"linalg.vector_norm: the dtype of the input ({D.scalar_type_name(input._dtype)}) should be "
+                f"convertible without narrowing to the specified dtype ({D.scalar_type_name(dt)})")
+        input = input.to(dt)
     return LinalgVectorNormBackward0.apply(input, float(p), axes, keepdim)
 
 
@@ -638,9 +668,17 @@ class Cumsum(Function):
 CumsumBackward0 = torch_node(Cumsum, "CumsumBackward0")
 
 
+def _scan_dtype(input, dtype, kernel: str):
+    """The dtype a cumsum/cumprod runs in; torch has no bool scan kernel."""
+    dt = _sum_dtype(input, dtype)
+    if dt is D.bool_ and input.ndim and input.numel():  # (a 0-d or empty scan runs no kernel)
+        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
+    return dt
+
+
 def cumsum(input, dim, *, dtype=None):
-    d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
-    return CumsumBackward0.apply(input, d, _sum_dtype(input, dtype))
+    d = S.wrap_dim(dim, len(input._shape))
+    return _recordable(CumsumBackward0.apply(input, d, _scan_dtype(input, dtype, "cumsum_out_cpu")), input)
 
 
 class Cumprod(Function):
@@ -768,7 +806,7 @@ def logcumsumexp(input, dim):
         raise NotImplementedError(
             f'"logcumsumexp_out_cpu" not implemented for \'{D.scalar_type_name(input._dtype)}\''
         )
-    d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
+    d = S.wrap_dim(dim, len(input._shape))
     return LogcumsumexpBackward0.apply(input, d)
 
 
@@ -779,20 +817,21 @@ CumminBackward0 = torch_node(CumExtreme, "CumminBackward0")
 
 
 def cummax(input, dim):
-    d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
+    d = S.wrap_dim(dim, len(input._shape))
     return cummax_result(*CummaxBackward0.apply(input, d, True))
 
 
 def cummin(input, dim):
-    d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
+    d = S.wrap_dim(dim, len(input._shape))
     return cummin_result(*CumminBackward0.apply(input, d, False))
 
 
 
 def cumprod(input, dim, *, dtype=None):
-    d = S.wrap_dim(dim, len(input._shape)) if input._shape else 0
+    d = S.wrap_dim(dim, len(input._shape))
     # integer and bool inputs multiply in int64 like PyTorch; an explicit dtype casts the input first
-    return CumprodBackward0.apply(input.to(_sum_dtype(input, dtype)), d, _sum_dtype(input, dtype))
+    dt = _scan_dtype(input, dtype, "cumprod_out_cpu")
+    return _recordable(CumprodBackward0.apply(input.to(dt), d, dt), input)
 
 
 class Softmax(Function):
@@ -857,7 +896,7 @@ def _softmax_dim(input, dim):
             stacklevel=3,
         )
         dim = 0 if input.ndim in (0, 1, 3) else 1
-    return S.wrap_dim(dim, len(input._shape)) if input._shape else 0
+    return S.wrap_dim(dim, len(input._shape))
 
 
 def softmax(input, dim=None, dtype=None):

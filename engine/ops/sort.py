@@ -41,6 +41,7 @@ class TakeAlong(Function):
 
 
 SortBackward0, TopkBackward0 = torch_node(TakeAlong, "SortBackward0"), torch_node(TakeAlong, "TopkBackward0")
+SortBackward1 = torch_node(TakeAlong, "SortBackward1")  # sort(stable=...), torch's other overload
 KthvalueBackward0 = torch_node(TakeAlong, "KthvalueBackward0")
 class TakeOneShared(TakeAlong):
     """The one value median()/nanmedian() of everything picks; like torch, its gradient is shared evenly
@@ -81,14 +82,15 @@ def _stable_order(a, d, descending):
     return np.argsort(a, axis=d, kind="stable")
 
 
-def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
+def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool | None = None):
     """Always stable (equal elements keep their order); NaN sorts as the largest value, like PyTorch."""
+    node = SortBackward0 if stable is None else SortBackward1
     if not input._shape:
         S.wrap_dim(dim, 0)
-        return sort_result(SortBackward0.apply(input, 0, None), _wrap_array(np.zeros((), dtype=np.int64)))
+        return sort_result(node.apply(input, 0, None), _wrap_array(np.zeros((), dtype=np.int64)))
     d = S.wrap_dim(dim, input.ndim)
     idx = _stable_order(input._arr, d, descending).astype(np.int64)
-    return sort_result(SortBackward0.apply(input, d, idx), _wrap_array(idx))
+    return sort_result(node.apply(input, d, idx), _wrap_array(idx))
 
 
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
@@ -96,10 +98,12 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
 
 
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
-    d = S.wrap_dim(dim, input.ndim) if input.ndim else 0
+    d = S.wrap_dim(dim, input.ndim)
     n = input._shape[d] if input.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError("selected index k out of range")
+    if input._dtype is D.bool_:
+        raise RuntimeError("topk does not support bool dtypes on CPU")
     if not input._shape:
         return topk_result(TopkBackward0.apply(input, 0, None), _wrap_array(np.zeros((), dtype=np.int64)))
     idx = _stable_order(input._arr, d, largest)
@@ -124,48 +128,112 @@ def _select_kth(node, input: Tensor, k: int, d: int, keepdim: bool, nan_wins: bo
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
-    d = S.wrap_dim(dim, input.ndim) if input.ndim else 0
+    d = S.wrap_dim(dim, input.ndim)
     n = input._shape[d] if input.ndim else 1
+    if n == 0:
+        raise IndexError(f"kthvalue(): Expected reduction dim {d} to have non-zero size.")
     if not 1 <= k <= n:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    if input._dtype is D.bool_ and input.ndim:
+        raise NotImplementedError("\"kthvalue_cpu\" not implemented for 'Bool'")
     return _select_kth(KthvalueBackward0, input, k, d, keepdim, False)
+
+
+class MedianOfNothing(Function):
+    """median() of no elements: NaN, recorded as a node like torch's (its gradient is empty)."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.in_shape = x._shape
+        with np.errstate(invalid="ignore"):  # integer dtypes: torch casts the NaN too
+            return np.array(np.nan).astype(x._dtype.np)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.new_zeros(ctx.in_shape)
+
+
+EmptyMedianBackward0 = torch_node(MedianOfNothing, "MedianBackward0")
+EmptyNanmedianBackward0 = torch_node(MedianOfNothing, "NanmedianBackward0")
 
 
 def median(input: Tensor, dim=None, keepdim: bool = False):
     """Lower median, like PyTorch; NaN anywhere in a row makes its median NaN."""
     if dim is None:
+        if input._dtype is D.bool_:
+            raise NotImplementedError("\"median_cpu\" not implemented for 'Bool'")
         if input.numel() == 0:
-            return _wrap_array(np.full((), np.nan, dtype=input._dtype.np))
+            return EmptyMedianBackward0.apply(input)
         flat = input.reshape(-1)
         return _select_kth(MedianBackward0, flat, (flat.numel() + 1) // 2, 0, False, True).values
-    d = S.wrap_dim(dim, input.ndim) if input.ndim else 0
+    d = S.wrap_dim(dim, input.ndim)
     n = input._shape[d] if input.ndim else 1
     if n == 0:
         raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
+    if input._dtype is D.bool_:
+        raise NotImplementedError("\"median_out\" not implemented for 'Bool'")
     return _select_kth(MedianBackward1, input, (n + 1) // 2, d, keepdim, True)
 
 
 def _unique_result(vals, inv, counts, return_inverse: bool, return_counts: bool):
-    out = [_wrap_array(vals)]
+    out = [vals if isinstance(vals, Tensor) else _wrap_array(vals)]
     if return_inverse:
-        out.append(_wrap_array(inv.astype(np.int64)))
+        out.append(inv if isinstance(inv, Tensor) else _wrap_array(inv.astype(np.int64)))
     if return_counts:
-        out.append(_wrap_array(counts.astype(np.int64)))
+        out.append(counts if isinstance(counts, Tensor) else _wrap_array(counts.astype(np.int64)))
     return out[0] if len(out) == 1 else tuple(out)
+
+
+class Unique(Function):
+    """unique() and unique(dim): torch records them on inputs that require grad, as nodes without a
+    derivative (the values require grad; backward through them raises)."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, d):
+        a = x._arr
+        ctx.what = "_unique2" if d is None else "unique_dim"
+        if d is None:
+            vals, inv, counts = np.unique(a.reshape(-1), return_inverse=True, return_counts=True,
+                                          equal_nan=False)
+            inv = inv.reshape(a.shape)
+        elif not a.shape[d]:  # nothing to compare along d
+            vals, inv, counts = a.copy(), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        else:
+            vals, inv, counts = np.unique(a, return_inverse=True, return_counts=True, axis=d)
+            inv = inv.reshape(-1)
+        inv, counts = inv.astype(np.int64), counts.astype(np.int64)
+        ctx.mark_non_differentiable(inv, counts)
+        return vals, inv, counts
+
+    @staticmethod
+    def backward(ctx, g, gi, gc):
+        raise NotImplementedError(f"the derivative for '{ctx.what}' is not implemented.")
+
+
+Unique2Backward0 = torch_node(Unique, "Unique2Backward0")  # unique()
+UniqueDimBackward0 = torch_node(Unique, "UniqueDimBackward0")  # unique(dim=)
 
 
 def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
            dim=None):
     """Sorted unique values (PyTorch's CPU kernel sorts even when sorted=False); each NaN is its own value.
-    No gradient, like PyTorch."""
-    a = input._arr
+    No derivative, like PyTorch."""
     if dim is None:
-        vals, inv, counts = np.unique(a.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
-        inv = inv.reshape(a.shape)
+        vals, inv, counts = Unique2Backward0.apply(input, None)
     else:
         d = S.wrap_dim(dim, input.ndim)
-        vals, inv, counts = np.unique(a, return_inverse=True, return_counts=True, axis=d)
-        inv = inv.reshape(-1)
+        empty = [i for i, n in enumerate(input._shape) if n == 0]
+        if len(empty) > 1:
+            raise RuntimeError(
+                "Number of zero sized dimensions is more than one, so unique cannot be applied ")
+        if empty and empty[0] != d:
+            raise RuntimeError(
+                "There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+        vals, inv, counts = UniqueDimBackward0.apply(input, d)
     return _unique_result(vals, inv, counts, return_inverse, return_counts)
 
 

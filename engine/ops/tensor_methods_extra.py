@@ -153,6 +153,7 @@ _FloorDivideInPlaceNode = torch_node(_FloorDivideInPlace, "NotImplemented")
 
 
 def floor_divide_(t: Tensor, other) -> Tensor:
+    E._check_broadcast_into(t, (other,))
     return E.inplace(t, lambda s, o: _FloorDivideInPlaceNode.apply(s, o, "floor"), other,
                      op_name="floor_divide_")
 
@@ -1007,8 +1008,8 @@ METHODS = {
     "atanh_": _no_derivative_inplace("atanh", np.arctanh),
     "hypot_": _tensor_only_inplace(CO.hypot, "hypot_"),
     "atan2_": _tensor_only_inplace(E.atan2, "atan2_"), "arctan2_": _tensor_only_inplace(E.atan2, "arctan2_"),
-    "copysign_": _inplace(CO.copysign, "copysign_"), "fmod_": _inplace(E.fmod, "fmod_"),
-    "remainder_": _inplace(E.remainder, "remainder_"), "floor_divide_": floor_divide_,
+    "copysign_": _inplace(CO.copysign, "copysign_"), "fmod_": _inplace(E.fmod, "fmod_", elementwise=True),
+    "remainder_": _inplace(E.remainder, "remainder_", elementwise=True), "floor_divide_": floor_divide_,
     "float_power_": float_power_, "xlogy_": _inplace(CO.xlogy, "xlogy_"),
     "divide_": E.div_, "true_divide_": E.div_, "multiply_": E.mul_, "subtract_": E.sub_,
     "cumsum_": _scan_("cumsum", R.cumsum), "cumprod_": _scan_("cumprod", R.cumprod),
