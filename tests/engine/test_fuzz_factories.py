@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 from sweep_harness import check
+from test_fuzz_indexing import values
 
 import engine
 
@@ -53,13 +54,6 @@ def materialize(T, data):
     return data
 
 
-def array(rng: random.Random, shape: tuple, dtype) -> np.ndarray:
-    g = np.random.default_rng(rng.randrange(2**32))
-    if np.dtype(dtype).kind == "f":
-        return np.asarray(g.uniform(-3, 3, shape).astype(dtype))
-    if np.dtype(dtype).kind == "b":
-        return np.asarray(g.random(shape) > 0.5)
-    return np.asarray(g.integers(-5, 6, shape).astype(dtype))
 
 
 DTYPES = ["float32", "float64", "int64", "int32", "bool", "float16", "uint8", "int16"]
@@ -172,7 +166,7 @@ def test_random_joins_and_masks_match_torch(seed):
     if op in ("tril", "triu"):
         shape = random_shape(rng, 0, 4)
         dt = rng.choice(["float64", "float64", "int64", "bool", "float32"])
-        a = array(rng, shape, dt)
+        a = values(rng, shape, dt)
         k = rng.randint(-4, 4)
         check(lambda T, x: getattr(T, op)(x, k), a, grad=dt == "float64", noncontig=bool(seed % 2),
               node_names=False)
@@ -193,7 +187,7 @@ def test_random_joins_and_masks_match_torch(seed):
             if op == "cat" and rng.random() < 0.1:
                 shape = [0]  # the legacy empty tensor cat skips
             dt = rng.choice(["float64", "float64", "float32", "int64", "int32", "bool"])
-            arrays.append(array(rng, tuple(shape), dt))
+            arrays.append(values(rng, tuple(shape), dt))
         grad = all(a.dtype == np.float64 for a in arrays)
         check(lambda T, *xs: getattr(T, op)(list(xs), dim), *arrays, grad=grad, noncontig=bool(seed % 2),
               node_names=False)
@@ -202,10 +196,10 @@ def test_random_joins_and_masks_match_torch(seed):
     full = shapes[0]
     shapes = [tuple(1 if rng.random() < 0.3 else n for n in full[rng.randint(0, len(full)):])
               if rng.random() < 0.9 else s for s in shapes]
-    cond = array(rng, shapes[0], "bool")
+    cond = values(rng, shapes[0], "bool")
     a_dt = rng.choice(["float64", "float32", "int64", "bool"])
     b_dt = rng.choice(["float64", "float32", "int64"])
-    x, y = array(rng, shapes[1], a_dt), array(rng, shapes[2], b_dt)
+    x, y = values(rng, shapes[1], a_dt), values(rng, shapes[2], b_dt)
     form = rng.choice(["tensors", "scalar_x", "scalar_y", "cond_only"])
     if form == "scalar_x":
         s = scalar(rng)

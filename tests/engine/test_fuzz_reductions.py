@@ -72,7 +72,8 @@ def draw_prod(rng, x):
     return (lambda T, a: T.prod(a, **_kw(T, kw))), kw
 
 
-def _draw_maxmin(name):
+def _draw_one_dim(name):
+    """max/min/all/any: one optional int dim (no tuples) and keepdim."""
     def draw(rng, x):
         kw = _dim_kw(rng, x, tuples=False)
         return (lambda T, a: getattr(T, name)(a, **kw)), kw
@@ -111,13 +112,6 @@ def draw_norm(rng, x):
     return (lambda T, a: T.norm(a, **_kw(T, kw))), kw
 
 
-def _draw_logical(name):
-    def draw(rng, x):
-        kw = _dim_kw(rng, x, tuples=False)
-        return (lambda T, a: getattr(T, name)(a, **kw)), kw
-    return draw
-
-
 def _draw_scan(name):
     def draw(rng, x):
         kw = {"dim": rand_dim(rng, len(x.shape)), **_opt_dtype(rng, x)}
@@ -127,9 +121,9 @@ def _draw_scan(name):
 
 REDUCTIONS = {
     "sum": draw_sum, "mean": draw_mean, "var": _draw_var("var"), "std": _draw_var("std"), "prod": draw_prod,
-    "max": _draw_maxmin("max"), "min": _draw_maxmin("min"), "amax": _draw_amax("amax"),
+    "max": _draw_one_dim("max"), "min": _draw_one_dim("min"), "amax": _draw_amax("amax"),
     "amin": _draw_amax("amin"), "argmax": _draw_arg("argmax"), "argmin": _draw_arg("argmin"),
-    "logsumexp": draw_logsumexp, "norm": draw_norm, "all": _draw_logical("all"), "any": _draw_logical("any"),
+    "logsumexp": draw_logsumexp, "norm": draw_norm, "all": _draw_one_dim("all"), "any": _draw_one_dim("any"),
     "cumsum": _draw_scan("cumsum"), "cumprod": _draw_scan("cumprod"),
 }
 
