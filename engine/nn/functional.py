@@ -46,6 +46,7 @@ _LAYER_NORM = torch_node(FU.Normalize, "NativeLayerNormBackward0")
 _GROUP_NORM = torch_node(FU.Normalize, "NativeGroupNormBackward0")
 _EMBEDDING = torch_node(FU.Embedding, "EmbeddingBackward0")
 _NLL_LOSS = torch_node(FU.CrossEntropy, "NllLossBackward0")
+_NLL_LOSS_DEFAULT = torch_node(FU.CrossEntropyDefault, "NllLossBackward0")
 _NLL_LOSS_2D = torch_node(FU.CrossEntropy, "NllLoss2DBackward0")  # torch's name for (N, C, d1, ...) scores
 _NLL = {False: torch_node(FU.NllLoss, "NllLossBackward0"), True: torch_node(FU.NllLoss, "NllLoss2DBackward0")}
 _POINTWISE_LOSS = {kind: torch_node(FU.PointwiseLoss, name) for kind, name in (
@@ -1033,6 +1034,8 @@ def cross_entropy(
     if x.is_cuda and weight is None and _cuda.takes(x):  # fused kernels, kernels/softmax.cu
         loss = _cuda.cross_entropy(x, t, ignore_index, label_smoothing, red)
         return loss.reshape(target._shape) if red == "none" else loss
+    if red == "mean" and weight is None and not label_smoothing and ignore_index == -100 and x is input:
+        return _NLL_LOSS_DEFAULT.apply(x, t)  # the training default (2-D scores), recorded with two inputs
     node = _SMOOTHED_NLL_LOSS if label_smoothing else _NLL_LOSS_2D if len(input._shape) >= 3 else _NLL_LOSS
     loss = node.apply(x, t, weight, ignore_index, float(label_smoothing), red)
     return loss.reshape(target._shape) if red == "none" and loss._shape != target._shape else loss

@@ -146,3 +146,21 @@ def test_plain_mean_cross_entropy_matches_torch_and_survives_a_retained_second_b
     lt.backward()
     np.testing.assert_allclose(first, xt.grad.numpy(), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(xe.grad.numpy(), 2 * first, rtol=1e-6)
+
+
+def test_default_cross_entropy_node_records_two_inputs_and_agrees_with_the_general_node_to_second_order():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 4))
+    y = engine.tensor(rng.integers(0, 4, 5))
+    xa, xb = engine.tensor(x, requires_grad=True), engine.tensor(x, requires_grad=True)
+    default = engine.nn.functional.cross_entropy(xa, y)
+    general = engine.nn.functional.cross_entropy(xb, y, weight=engine.ones(4, dtype=engine.float64))
+    assert default.grad_fn.name() == general.grad_fn.name() == "NllLossBackward0"
+    assert len(default.grad_fn.next_functions) == 2 and default.grad_fn.next_functions[1] is None
+    ga, = engine.autograd.grad(default, xa, create_graph=True)
+    gb, = engine.autograd.grad(general, xb, create_graph=True)
+    np.testing.assert_allclose(ga.detach().numpy(), gb.detach().numpy(), rtol=1e-12)
+    hess_a, = engine.autograd.grad(ga.square().sum(), xa)
+    hess_b, = engine.autograd.grad(gb.square().sum(), xb)
+    np.testing.assert_allclose(hess_a.numpy(), hess_b.numpy(), rtol=1e-10, atol=1e-14)
+    assert engine.autograd.gradcheck(lambda t: engine.nn.functional.cross_entropy(t, y), (xa,))
