@@ -399,6 +399,7 @@ class Tensor:
                     t._grad = t._grad + g
             return None
 
+        _retain._is_retain_grad = True
         self.grad_fn._add_pre_hook(self._output_nr, _retain)
 
     @property
@@ -410,7 +411,13 @@ class Tensor:
         if not self._rg:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         node, nr = self._grad_edge()
-        return node._add_pre_hook(nr, hook)
+        handle = node._add_pre_hook(nr, hook)
+        # torch runs retain_grad's hook after every other tensor hook, whenever either was registered
+        hooks = node._pre_hooks
+        for entry in [e for e in hooks if e[0] == nr and getattr(e[1], "_is_retain_grad", False)]:
+            hooks.remove(entry)
+            hooks.append(entry)
+        return handle
 
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
         gf = self.grad_fn

@@ -698,7 +698,9 @@ def _relu_grad_np(g, out):
 Relu, _relu = _unary(
     "Relu",
     _relu_np,
-    lambda g, x, out: g * (out != 0),
+    # like torch's threshold_backward, the gradient depends on `out` (with zero derivative), so under
+    # create_graph it requires grad whenever `out` does, as torch's does
+    lambda g, x, out: where(out != 0, g, out * 0),
     save_out=True,
     float_only=False,
 )
@@ -1365,6 +1367,15 @@ class AsStridedView(Function):
 
         shape, strides, offset = ctx.geom
         gb = zeros(ctx.base_shape, dtype=g.dtype, device=g.device)
+        n = int(np.prod(ctx.base_shape))
+        pos = np.lib.stride_tricks.as_strided(np.arange(n, dtype=np.int64)[offset:], shape,
+                                              [s * 8 for s in strides]).reshape(-1) if n else None
+        if pos is not None and np.unique(pos).size != pos.size:
+            # an overlapping view (expanded): elements seen more than once sum their gradients, as in torch
+            from .creation import tensor as _tensor
+
+            flat = gb.reshape(-1).index_add(0, _tensor(pos, device=g.device), g.reshape(-1))
+            return flat.reshape(ctx.base_shape)
         gb.as_strided(shape, strides, offset).copy_(g)
         return gb
 
@@ -1452,31 +1463,55 @@ class Copy(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return None, g
+        from .creation import zeros_like
+
+        return zeros_like(g), g  # the overwritten values get zero gradient (not none), as in torch
 
 
 CopyBackwards = torch_node(Copy, "CopyBackwards")
 
 
-def fill_(t: Tensor, value) -> Tensor:
+class Fill(Function):
+    """t.fill_(number): every element replaced, so the old values get exactly zero gradient (s * 0 + value
+    would turn an inf into NaN) and t keeps requiring grad through this node, as after torch's fill_."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, s, value):  # value: a number, or a 0-d tensor (whose gradient is the sum)
+        ctx.tensor_value = _is_t(value)
+        xp = s._storage.backend.xp
+        return xp.full(s._shape, value._arr if ctx.tensor_value else value, dtype=s._dtype.np)
+
+    @staticmethod
+    def backward(ctx, g):
+        from .creation import zeros_like
+
+        return zeros_like(g), (g.sum() if ctx.tensor_value else None)
+
+
+# torch's names: fill_(number), fill_ of a 0-d tensor (and x[...] = number), zero_
+FillBackward2 = torch_node(Fill, "FillBackward2")
+FillBackward3 = torch_node(Fill, "FillBackward3")
+ZeroBackward0 = torch_node(Fill, "ZeroBackward0")
+
+
+def fill_(t: Tensor, value, _node=FillBackward2) -> Tensor:
     if _is_t(value):
+        if value.ndim == 0 and _needs_graph(t, (value,)):
+            return inplace(t, lambda s, v: FillBackward3.apply(s, v), value, op_name="fill_", needs_old=False)
         return copy_(t, value.expand(t._shape) if value._shape != t._shape else value)
     _check_inplace(t)
     value = storable(value, t._dtype, fill=True)  # uint8 fill_(-1) is 255; int fill_(nan) and half 1e6 raise
     if _needs_graph(t, ()):
-        # every element replaced: the old values get exactly zero gradient (s * 0 + value would turn an inf
-        # into NaN), and t keeps requiring grad through this node, as after torch's fill_
-        from .creation import zeros
-
-        keep_none = zeros(t._shape, dtype=D.bool_, device=t.device)
-        return inplace(t, lambda s: where(keep_none, s, value.item()), op_name="fill_", needs_old=False)
+        return inplace(t, lambda s: _node.apply(s, value), op_name="fill_", needs_old=False)
     t._arr[...] = value
     t._storage.version += 1
     return t
 
 
 def zero_(t: Tensor) -> Tensor:
-    return fill_(t, 0)
+    return fill_(t, 0, ZeroBackward0)
 
 
 def _check_broadcast_into(t: Tensor, args) -> None:

@@ -13,7 +13,7 @@ from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
 from . import elementwise as E
 from .creation import storable
-from .views import basic_getitem
+from .views import _INDEX_NODES, _index_node, basic_getitem
 
 
 def _normalise_index(index) -> tuple:
@@ -355,6 +355,15 @@ def setitem(x: Tensor, index, value) -> None:
                 raise RuntimeError(
                     "a view of a leaf Variable that requires grad is being used in an in-place operation."
                 )
+            if _index_node(x._shape, basic, bare=False) is _INDEX_NODES["Alias"]:
+                # an index that applies no view (x[...] = v, x[:, :] = v): torch writes into x itself, with
+                # fill_ (FillBackward3) for a number and copy_ for a tensor, not through a view (CopySlices)
+                _check_value_shape(value, x._shape)
+                if isinstance(raw, Tensor) and raw.ndim:
+                    E.copy_(x, value)
+                else:
+                    E.fill_(x, raw, E.FillBackward3)
+                return
             view = basic_getitem(x, basic)
             _check_value_shape(value, view._shape)
             E.copy_(view, value)

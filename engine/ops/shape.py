@@ -36,7 +36,23 @@ class Cat(Function):
         return tuple(out)
 
 
-StackBackward0, CatBackward0 = torch_node(Cat, "StackBackward0"), torch_node(Cat, "CatBackward0")
+class Stack(Function):
+    """One node straight to the inputs, as torch's StackBackward0 (not cat over hidden unsqueeze nodes)."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, dim, dtype, *tensors):
+        ctx.dim = dim
+        xp = tensors[0]._storage.backend.xp
+        return xp.stack([t._arr if t._dtype is dtype else t._arr.astype(dtype.np) for t in tensors], axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (None, None) + tuple(g.select(ctx.dim, i) for i in range(g._shape[ctx.dim]))
+
+
+StackBackward0, CatBackward0 = torch_node(Stack, "StackBackward0"), torch_node(Cat, "CatBackward0")
 
 
 def cat(tensors, dim: int = 0, _node=CatBackward0) -> Tensor:
@@ -92,7 +108,15 @@ def stack(tensors, dim: int = 0) -> Tensor:
                 f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 and "
                 f"{list(t._shape)} at entry {i}"
             )
-    return cat([t.unsqueeze(d) for t in tensors], d, StackBackward0)
+    dtype = tensors[0]._dtype
+    for t in tensors[1:]:
+        if t._storage.device != tensors[0]._storage.device:
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found at least two devices, "
+                f"{tensors[0].device} and {t.device}!"
+            )
+        dtype = D.promote_types(dtype, t._dtype)
+    return StackBackward0.apply(d, dtype, *tensors)
 
 
 def hstack(tensors):

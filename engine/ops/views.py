@@ -232,6 +232,8 @@ ExpandBackward0 = torch_node(Expand, "ExpandBackward0")
 
 def expand(x: Tensor, *sizes) -> Tensor:
     """Returns a view (no copy) with stride 0 along expanded dims."""
+    if not sizes:
+        raise TypeError('expand() missing 1 required positional arguments: "size"')
     shape, strides = S.expand(x._shape, x._strides, _shape_arg(sizes))
     return ExpandBackward0.apply(x, shape, strides)
 
