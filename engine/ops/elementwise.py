@@ -1498,9 +1498,13 @@ ZeroBackward0 = torch_node(Fill, "ZeroBackward0")
 
 def fill_(t: Tensor, value, _node=FillBackward2) -> Tensor:
     if _is_t(value):
-        if value.ndim == 0 and _needs_graph(t, (value,)):
+        if value.ndim != 0:
+            raise RuntimeError(
+                f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions."
+            )
+        if _needs_graph(t, (value,)):
             return inplace(t, lambda s, v: FillBackward3.apply(s, v), value, op_name="fill_", needs_old=False)
-        return copy_(t, value.expand(t._shape) if value._shape != t._shape else value)
+        return copy_(t, value.expand(t._shape))
     _check_inplace(t)
     value = storable(value, t._dtype, fill=True)  # uint8 fill_(-1) is 255; int fill_(nan) and half 1e6 raise
     if _needs_graph(t, ()):

@@ -158,3 +158,15 @@ def test_scatter_and_index_ops_inplace_match_torch():
         (y * y).sum().backward()
     assert_same(e.grad, t.grad)
     assert_same(f.grad, u.grad)
+
+
+def test_fill_takes_a_number_or_a_0d_tensor_and_refuses_larger_tensors_like_torch():
+    for lib in (engine, torch):
+        t = lib.zeros(3)
+        t.fill_(lib.tensor(2.0))
+        assert t.tolist() == [2.0, 2.0, 2.0]
+        for bad in (lib.ones(1), lib.ones(2, 3)):
+            msg = f"fill_ only supports 0-dimension value tensor but got tensor with {bad.ndim} dimensions"
+            with pytest.raises(RuntimeError, match=msg):
+                t.fill_(bad)
+        assert t.tolist() == [2.0, 2.0, 2.0]
