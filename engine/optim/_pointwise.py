@@ -5,8 +5,10 @@ PyTorch keeps it when capturable=False."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from ..tensor import Tensor, _wrap_array
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _state_tensor
 
 
 # ---------------------------------------------------------------------- option checks
@@ -62,6 +64,19 @@ def scratch(opt: Optimizer, p: Tensor, name: str):
     if buf is None or buf.shape != p._shape or buf.dtype != p._dtype.np or not isinstance(buf, xp.ndarray):
         buf = opt._scratch[key] = xp.empty(p._shape, dtype=p._dtype.np)
     return buf
+
+
+def params_with_state(opt: Optimizer, group: dict, new_state: Callable[[Tensor], dict]) -> Iterator:
+    """(p, xp, state) for each parameter of `group` that has a gradient: xp its array module, and its state
+    made on first use as `step` (0, on the host) followed by new_state(p)'s entries, torch's key order."""
+    for p in group["params"]:
+        if p._grad is None:
+            continue
+        st = opt.state[p]
+        if not st:
+            st["step"] = _state_tensor(0.0)
+            st.update(new_state(p))
+        yield p, array_module(p), st
 
 
 def place_state_on(p: Tensor, st: dict) -> None:

@@ -7,16 +7,16 @@ from collections.abc import Iterable
 
 from ._pointwise import (
     advance_step,
-    array_module,
     check_lr,
     decay_and_add_product_,
+    params_with_state,
     reject_unsupported,
     scratch,
     update_direction,
     zeros_like_param,
 )
 from ._state import bump_versions, check_non_negative
-from .optimizer import Optimizer, _state_tensor
+from .optimizer import Optimizer
 
 
 class Adadelta(Optimizer):
@@ -53,15 +53,11 @@ class Adadelta(Optimizer):
     def _update_group(self, group) -> None:
         reject_unsupported("Adadelta", group)
         lr, rho, eps = float(group["lr"]), group["rho"], group["eps"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            xp = array_module(p)
-            st = self.state[p]
-            if not st:
-                st["step"] = _state_tensor(0.0)
-                st["square_avg"] = zeros_like_param(p)
-                st["acc_delta"] = zeros_like_param(p)
+
+        def new_state(p):
+            return {"square_avg": zeros_like_param(p), "acc_delta": zeros_like_param(p)}
+
+        for p, xp, st in params_with_state(self, group, new_state):
             advance_step(p, st)
             g = update_direction(self, p, group["maximize"], group["weight_decay"])
             S, A = st["square_avg"]._arr, st["acc_delta"]._arr

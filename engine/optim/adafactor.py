@@ -9,9 +9,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..tensor import Tensor
-from ._pointwise import array_module, lerp_, place_state_on, update_direction, zeros_like_param
+from ._pointwise import lerp_, params_with_state, place_state_on, update_direction, zeros_like_param
 from ._state import bump_versions
-from .optimizer import Optimizer, _state_tensor
+from .optimizer import Optimizer
 
 
 class Adafactor(Optimizer):
@@ -56,18 +56,14 @@ class Adafactor(Optimizer):
         lr, wd, d = float(group["lr"]), group["weight_decay"], group["d"]
         beta2_decay = group["beta2_decay"]
         eps1, eps2 = group["eps"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            xp = array_module(p)
-            st = self.state[p]
-            if not st:
-                st["step"] = _state_tensor(0.0)
-                if p.ndim > 1:
-                    st["row_var"] = zeros_like_param(p, p._shape[:-1] + (1,))
-                    st["col_var"] = zeros_like_param(p, p._shape[:-2] + (1, p._shape[-1]))
-                else:
-                    st["variance"] = zeros_like_param(p)
+
+        def new_state(p):  # factored second moments for matrices: one row and one column of variances
+            if p.ndim > 1:
+                return {"row_var": zeros_like_param(p, p._shape[:-1] + (1,)),
+                        "col_var": zeros_like_param(p, p._shape[:-2] + (1, p._shape[-1]))}
+            return {"variance": zeros_like_param(p)}
+
+        for p, xp, st in params_with_state(self, group, new_state):
             place_state_on(p, st)
             if eps1 is None:  # like PyTorch, the first parameter's dtype fixes it for the rest of the group
                 eps1 = float(np.finfo(p._dtype.np).eps)

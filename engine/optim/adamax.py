@@ -7,17 +7,17 @@ from collections.abc import Iterable
 
 from ._pointwise import (
     advance_step,
-    array_module,
     check_betas,
     check_lr,
     lerp_,
+    params_with_state,
     reject_unsupported,
     scratch,
     update_direction,
     zeros_like_param,
 )
 from ._state import bump_versions, check_non_negative
-from .optimizer import Optimizer, _state_tensor
+from .optimizer import Optimizer
 
 
 class Adamax(Optimizer):
@@ -55,15 +55,11 @@ class Adamax(Optimizer):
         reject_unsupported("Adamax", group)
         lr, eps = float(group["lr"]), group["eps"]
         beta1, beta2 = group["betas"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            xp = array_module(p)
-            st = self.state[p]
-            if not st:
-                st["step"] = _state_tensor(0.0)
-                st["exp_avg"] = zeros_like_param(p)
-                st["exp_inf"] = zeros_like_param(p)
+
+        def new_state(p):
+            return {"exp_avg": zeros_like_param(p), "exp_inf": zeros_like_param(p)}
+
+        for p, xp, st in params_with_state(self, group, new_state):
             step_arr = advance_step(p, st)
             g = update_direction(self, p, group["maximize"], group["weight_decay"])
             M, U = st["exp_avg"]._arr, st["exp_inf"]._arr

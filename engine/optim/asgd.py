@@ -10,8 +10,8 @@ import numpy as np
 from ._pointwise import (
     add_scaled_,
     advance_step,
-    array_module,
     check_lr,
+    params_with_state,
     reject_unsupported,
     scratch,
     update_direction,
@@ -54,16 +54,11 @@ class ASGD(Optimizer):
     def _update_group(self, group) -> None:
         reject_unsupported("ASGD", group)
         lr, lambd, alpha, t0 = float(group["lr"]), group["lambd"], group["alpha"], group["t0"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            xp = array_module(p)
-            st = self.state[p]
-            if not st:
-                st["step"] = _state_tensor(0.0)
-                st["eta"] = _state_tensor(lr)
-                st["mu"] = _state_tensor(1.0)
-                st["ax"] = zeros_like_param(p)
+
+        def new_state(p):
+            return {"eta": _state_tensor(lr), "mu": _state_tensor(1.0), "ax": zeros_like_param(p)}
+
+        for p, xp, st in params_with_state(self, group, new_state):
             step_arr = advance_step(p, st)
             g = update_direction(self, p, group["maximize"], group["weight_decay"])
             P, AX = p._arr, st["ax"]._arr

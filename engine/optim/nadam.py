@@ -9,11 +9,11 @@ import numpy as np
 
 from ._pointwise import (
     advance_step,
-    array_module,
     check_betas,
     check_lr,
     decay_and_add_product_,
     lerp_,
+    params_with_state,
     reject_unsupported,
     scratch,
     update_direction,
@@ -63,16 +63,12 @@ class NAdam(Optimizer):
         lr, eps, wd = float(group["lr"]), group["eps"], group["weight_decay"]
         beta1, beta2 = group["betas"]
         momentum_decay, decoupled = group["momentum_decay"], group["decoupled_weight_decay"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            xp = array_module(p)
-            st = self.state[p]
-            if not st:
-                st["step"] = _state_tensor(0.0)
-                st["mu_product"] = _state_tensor(1.0)
-                st["exp_avg"] = zeros_like_param(p)
-                st["exp_avg_sq"] = zeros_like_param(p)
+
+        def new_state(p):
+            return {"mu_product": _state_tensor(1.0), "exp_avg": zeros_like_param(p),
+                    "exp_avg_sq": zeros_like_param(p)}
+
+        for p, xp, st in params_with_state(self, group, new_state):
             step_arr = advance_step(p, st)
             step = float(step_arr)
             if wd != 0 and decoupled:

@@ -8,18 +8,18 @@ from collections.abc import Iterable
 
 from ._pointwise import (
     advance_step,
-    array_module,
     check_betas,
     check_lr,
     decay_and_add_product_,
     lerp_,
+    params_with_state,
     reject_unsupported,
     scratch,
     update_direction,
     zeros_like_param,
 )
 from ._state import bump_versions, check_non_negative
-from .optimizer import Optimizer, _state_tensor
+from .optimizer import Optimizer
 
 
 class RAdam(Optimizer):
@@ -61,15 +61,11 @@ class RAdam(Optimizer):
         beta1, beta2 = group["betas"]
         decoupled = group["decoupled_weight_decay"]
         rho_inf = 2 / (1 - beta2) - 1  # the length of the approximated simple moving average, at the limit
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            xp = array_module(p)
-            st = self.state[p]
-            if not st:
-                st["step"] = _state_tensor(0.0)
-                st["exp_avg"] = zeros_like_param(p)
-                st["exp_avg_sq"] = zeros_like_param(p)
+
+        def new_state(p):
+            return {"exp_avg": zeros_like_param(p), "exp_avg_sq": zeros_like_param(p)}
+
+        for p, xp, st in params_with_state(self, group, new_state):
             step_arr = advance_step(p, st)
             step = float(step_arr)
             P = p._arr

@@ -7,16 +7,16 @@ from collections.abc import Iterable
 
 from ._pointwise import (
     advance_step,
-    array_module,
     check_lr,
     full_like_param,
+    params_with_state,
     reject_unsupported,
     scratch,
     update_direction,
     zeros_like_param,
 )
 from ._state import bump_versions
-from .optimizer import Optimizer, _state_tensor
+from .optimizer import Optimizer
 
 
 class Rprop(Optimizer):
@@ -51,15 +51,11 @@ class Rprop(Optimizer):
         reject_unsupported("Rprop", group)
         etaminus, etaplus = group["etas"]
         size_min, size_max = group["step_sizes"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            xp = array_module(p)
-            st = self.state[p]
-            if not st:
-                st["step"] = _state_tensor(0.0)
-                st["prev"] = zeros_like_param(p)
-                st["step_size"] = full_like_param(p, float(group["lr"]))
+
+        def new_state(p):
+            return {"prev": zeros_like_param(p), "step_size": full_like_param(p, float(group["lr"]))}
+
+        for p, xp, st in params_with_state(self, group, new_state):
             advance_step(p, st)
             g = update_direction(self, p, group["maximize"], 0)
             prev, size = st["prev"]._arr, st["step_size"]._arr
