@@ -291,18 +291,15 @@ class NodeEditor(QWidget):
         """Right after opening: nodes stacked on one spot (a hand-written or generated graph without
         positions) are laid out, not shown as one pile. Not an undoable edit; True if it moved nodes."""
         spots = [tuple(n.pos) for n in self._doc.nodes.values()]
-        if len(set(spots)) == len(spots):
-            return False
-        for node_id, pos in self.fitting_layout().items():
-            self._doc.move_node(node_id, list(pos))
-        self.show_readable()
-        return True
+        return len(set(spots)) != len(spots) and self._move_to_fitting_layout()
 
     def arrange_to_fit(self) -> bool:
         """Right after opening a shipped example: if it doesn't fit at a readable zoom, lay it out
         so it does. Not an undoable edit (nothing the user made changes); True if it moved nodes."""
-        if self.show_readable():
-            return False
+        return not self.show_readable() and self._move_to_fitting_layout()
+
+    def _move_to_fitting_layout(self) -> bool:
+        """Move the nodes to fitting_layout() outside the undo stack and show them; True if any moved."""
         moved = False
         for node_id, pos in self.fitting_layout().items():
             if list(self._doc.nodes[node_id].pos) != list(pos):
