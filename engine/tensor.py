@@ -425,7 +425,7 @@ class Tensor:
                 self._arr.__class__ is np.ndarray and self._dtype.is_floating_point:
             # loss.backward() on a CPU scalar, once per training step: engine.autograd.backward's argument
             # handling and its ones factory cost as much as a small graph's whole backward pass
-            seed = _wrap_array(np.array(1, dtype=self._dtype.np))
+            seed = np.array(1, dtype=self._dtype.np)  # an array: run_backward wraps it if a tensor sees it
             retain = create_graph if retain_graph is None else retain_graph
             _run_backward([(gf, self._output_nr)], [seed], retain, create_graph)
             return

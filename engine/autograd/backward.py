@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from .._memory_format import contiguous_format
+from . import function as _function  # its Tensor and _wrap_array are bound once engine.tensor is imported
 from .function import AccumulateGrad
 from .grad_mode import state
 
@@ -19,11 +20,12 @@ def _sum_to(grad, shape):
     return sum_to_size(grad, shape)
 
 
-def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool, refs: int = 3):
+def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool, refs: int = 3, fresh: bool = False):
     """Add `grad` into the leaf's .grad. `refs` is how many references to `grad` the caller's frames hold
     (the scheduler's buffer list, this call's argument, getrefcount's own): one more means somebody else can
-    still see it, so it is copied rather than stolen."""
-    var = node.variable
+    still see it, so it is copied rather than stolen. `fresh`: the caller vouches that `grad` was just made
+    over an array nothing else references, in the leaf's shape and dtype (an array-passing node's result)."""
+    var = node._variable()
     if var is None or grad is None:
         return
     # the leaf's tensor hooks already ran in run_backward (as this node's pre-hooks), before capture
@@ -31,6 +33,8 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool, refs: 
     if vg is None:
         if create_graph:
             var.grad = grad
+        elif fresh:
+            var._grad = grad
         elif (not grad.__dict__ and grad._shape == var._shape and grad._dtype is var._dtype
               and grad._storage.device is var._storage.device and grad._arr.flags.c_contiguous
               and sys.getrefcount(grad) <= refs and sys.getrefcount(grad._storage) <= 2):
@@ -65,6 +69,25 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool, refs: 
             fn((), (grad,))
 
 
+def _as_tensors(buf):
+    """`buf` with the arrays an array-passing node left in it wrapped as tensors (for hooks, capture, leaves
+    and nodes that take tensors). Each such array is fresh and referenced only here, so it is adopted."""
+    Tensor = _function.Tensor
+    for i, g in enumerate(buf):
+        if g is not None and not isinstance(g, Tensor):
+            buf[i] = _function._wrap_array(g)
+    return buf
+
+
+def _sum_grads(a, b):
+    """Two gradients for the same output, each a tensor or an array-passing node's array."""
+    Tensor = _function.Tensor
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        return a + b  # NumPy (or CuPy) arrays of one shape and dtype: a fresh array
+    wrap = _function._wrap_array
+    return (a if isinstance(a, Tensor) else wrap(a)) + (b if isinstance(b, Tensor) else wrap(b))
+
+
 def run_backward(
     roots,
     grad_roots,
@@ -74,7 +97,13 @@ def run_backward(
     allow_unused: bool = False,
     accumulate: bool = True,
 ):
-    """roots: list of (node, output_nr). Returns the captured gradients for `inputs` (or None)."""
+    """roots: list of (node, output_nr); grad_roots: their gradients, tensors or (from Tensor.backward's fast
+    path) arrays. Returns the captured gradients for `inputs` (or None).
+
+    Gradients normally travel between nodes as tensors. Without create_graph or anomaly mode, a single-output
+    node whose class defines `_backward_arrays` (Function's docstring) takes and gives NumPy/CuPy arrays
+    instead, so a chain of such nodes (Linear, ReLU, cross-entropy: the training step) passes arrays and
+    wraps only what a leaf's .grad, a hook, a capture or another node sees."""
     # Where to capture: a non-leaf input's grad is what arrives at (grad_fn, output_nr).
     capture = {}
     if inputs is not None:
@@ -134,7 +163,9 @@ def run_backward(
         buf = buffers.get(node)
         if buf is None:
             buf = buffers[node] = [None] * node._n_outputs
-        buf[nr] = g if buf[nr] is None else buf[nr] + g
+        buf[nr] = g if buf[nr] is None else _sum_grads(buf[nr], g)
+    Tensor = _function.Tensor
+    any_arrays = not all(isinstance(g, Tensor) for g in grad_roots)
 
     heap = [(-n._seq, n) for n in root_nodes if n not in deps]
     heapq.heapify(heap)
@@ -146,6 +177,7 @@ def run_backward(
     inline_leaves = accumulate and not capture
     selective = bool(capture) or needed is not None
     trust_exact = not create_graph  # Function._exact_grads vouches for the NumPy (no create_graph) backward
+    arrays_ok = trust_exact and not check_nan and not selective  # may nodes pass arrays (see the docstring)
 
     prev_mode = state.grad_enabled
     state.grad_enabled = create_graph
@@ -153,6 +185,11 @@ def run_backward(
         while heap:
             node = heappop(heap)[1]
             buf = buffers.pop(node, None) or [None] * node._n_outputs
+            bwa = node._backward_arrays if arrays_ok else None
+            if bwa is not None and (node._hooks or node._pre_hooks):
+                bwa = None  # hooks see tensors
+            if any_arrays and bwa is None:
+                buf = _as_tensors(buf)
 
             # tensor hooks registered on outputs of this node, then retain_grad
             if node._pre_hooks:
@@ -185,6 +222,11 @@ def run_backward(
             single = len(buf) == 1  # most nodes: skip the generic all()/materialize passes
             if (buf[0] is None) if single else all(g is None for g in buf):
                 grads = (None,) * len(nexts)
+                bwa = None
+            elif bwa is not None:  # an array-passing node (single output, no hooks): arrays in, arrays out
+                g = buf[0]
+                grads = bwa(node, g._arr if isinstance(g, Tensor) else g)
+                any_arrays = True
             else:
                 if not single and node.__dict__.get("_materialize", True):
                     buf = _materialize(node, buf)
@@ -211,8 +253,11 @@ def run_backward(
                 if (inline_leaves and nxn.__class__ is AccumulateGrad and deps[nxn] == 1
                         and not nxn._pre_hooks and nxn not in buffers):  # the last edge, none buffered
                     if g is not None:
-                        # grads, zip's reused result tuple and g: one reference each beyond the buffer path's
-                        _accumulate_into_leaf(nxn, g, create_graph, 5)
+                        if bwa is not None:  # a fresh array, the leaf's shape and dtype: its .grad adopts it
+                            _accumulate_into_leaf(nxn, _function._wrap_array(g), False, 0, True)
+                        else:
+                            # grads, zip's reused result tuple, g: a reference each beyond the buffer path's
+                            _accumulate_into_leaf(nxn, g, create_graph, 5)
                     continue
                 if g is not None:
                     b = buffers.get(nxn)
@@ -223,7 +268,7 @@ def run_backward(
                             b = buffers[nxn] = [None] * nxn._n_outputs
                             b[nr] = g
                     else:
-                        b[nr] = g if b[nr] is None else b[nr] + g
+                        b[nr] = g if b[nr] is None else _sum_grads(b[nr], g)
                 c = deps[nxn] - 1
                 deps[nxn] = c
                 if not c:

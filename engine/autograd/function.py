@@ -42,6 +42,7 @@ class Node:
     _freed = False
     _trace = None  # the forward's stack, under anomaly mode
     _n_outputs = 1
+    _backward_arrays = None  # see Function
 
     def name(self) -> str:
         return type(self).__name__
@@ -115,10 +116,21 @@ class Function(Node):
     # Set by internal ops whose backward, without create_graph, returns a tuple with one gradient per
     # forward input, each None or already of that input's shape and dtype: the scheduler skips checking them.
     _exact_grads = False
+    # Internal single-output ops with _exact_grads may also define a staticmethod _backward_arrays(ctx, g):
+    # their backward without create_graph on backend arrays. `g` is the output's gradient as an array (any
+    # strides; it must not be modified); the result is a tuple with one array or None per forward input, each
+    # of that input's shape and dtype, freshly made and referenced by nothing else (not g, not saved state,
+    # not another entry). The scheduler then passes arrays between such nodes and wraps only what a leaf's
+    # .grad, a hook or a tensor-taking node sees (run_backward). Their backward() wraps the same arrays.
 
     _saved = ()
     _saved_versions = ()
     _nondiff = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "backward" in cls.__dict__ and "_backward_arrays" not in cls.__dict__:
+            cls._backward_arrays = None  # a new backward is not the inherited array backward
 
     # --- ctx API -------------------------------------------------------------------------
     def save_for_backward(self, *tensors):

@@ -39,10 +39,14 @@ class Relu(FU.Relu):
         return K.activation_forward("relu", x._arr)
 
     @staticmethod
+    def _backward_arrays(ctx, ga):
+        return (K.activation_backward("relu", ga, ctx._saved_output_unlinked()._arr),)
+
+    @staticmethod
     def backward(ctx, g):
         if state.grad_enabled:  # create_graph: the CPU Function's Tensor-op formula
             return FU.Relu.backward(ctx, g)
-        return _wrap_array(K.activation_backward("relu", g._arr, ctx.saved_output._arr))
+        return (_wrap_array(Relu._backward_arrays(ctx, g._arr)[0]),)
 
 
 class LeakyRelu(FU.LeakyRelu):

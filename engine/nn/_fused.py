@@ -16,6 +16,11 @@ from ..ops.elementwise import _erf_np, _relu_grad_np, _relu_np, _sigmoid_np
 from ..tensor import _wrap_array
 
 
+def _wrap_all(arrays: tuple) -> tuple:
+    """A _backward_arrays result as tensors (what backward() returns)."""
+    return tuple(None if a is None else _wrap_array(a) for a in arrays)
+
+
 def _axes_to(shape_from, shape_to):
     """Axes to sum over to reduce a gradient of shape_from to a broadcastable shape_to (keepdims)."""
     lead = len(shape_from) - len(shape_to)
@@ -45,34 +50,43 @@ class Linear(Function):
         return y
 
     @staticmethod
-    def backward(ctx, g):
+    def _saved_xw(ctx):
         d = ctx.__dict__  # saved_tensors' checks inline (every Linear, every step)
         saved = d.get("_saved")
         if saved is None:
-            x, w = ctx.saved_tensors  # freed by an earlier backward: raises its error
-        else:
-            x, w = saved
-            vx, vw = d["_saved_versions"]
-            if x._storage.version != vx or w._storage.version != vw:
-                ctx.saved_tensors  # noqa: B018 - raises the modified-in-place error
+            return ctx.saved_tensors  # freed by an earlier backward: raises its error
+        x, w = saved
+        vx, vw = d["_saved_versions"]
+        if x._storage.version != vx or w._storage.version != vw:
+            ctx.saved_tensors  # noqa: B018 - raises the modified-in-place error
+        return saved
+
+    @staticmethod
+    def _backward_arrays(ctx, ga):
+        x, w = Linear._saved_xw(ctx)
         nig = ctx.needs_input_grad
-        if state.grad_enabled:
-            out_f, in_f = w._shape
-            g2 = g.reshape(-1, out_f)
-            gx = g @ w if nig[0] else None
-            gw = g2.mT @ x.reshape(-1, in_f) if nig[1] else None
-            gb = g2.sum(0) if nig[2] else None
-            return gx, gw, gb
-        ga = g._arr
         g2 = ga if ga.ndim == 2 else ga.reshape(-1, ga.shape[-1])
-        gx = _wrap_array(np.dot(ga, w._arr) if ga.ndim <= 2 else np.matmul(ga, w._arr)) if nig[0] else None
+        gx = (np.dot(ga, w._arr) if ga.ndim <= 2 else np.matmul(ga, w._arr)) if nig[0] else None
         if nig[1]:
             xa = x._arr
             # matmul, not dot, here: with 2 BLAS threads np.dot of this transposed operand runs ~15% slower
-            gw = _wrap_array(np.matmul(g2.T, xa if xa.ndim == 2 else xa.reshape(-1, xa.shape[-1])))
+            gw = np.matmul(g2.T, xa if xa.ndim == 2 else xa.reshape(-1, xa.shape[-1]))
         else:
             gw = None
-        gb = _wrap_array(np.add.reduce(g2, axis=0)) if nig[2] else None
+        gb = np.add.reduce(g2, axis=0) if nig[2] else None
+        return gx, gw, gb
+
+    @staticmethod
+    def backward(ctx, g):
+        if not state.grad_enabled:
+            return _wrap_all(Linear._backward_arrays(ctx, g._arr))
+        x, w = Linear._saved_xw(ctx)
+        nig = ctx.needs_input_grad
+        out_f, in_f = w._shape
+        g2 = g.reshape(-1, out_f)
+        gx = g @ w if nig[0] else None
+        gw = g2.mT @ x.reshape(-1, in_f) if nig[1] else None
+        gb = g2.sum(0) if nig[2] else None
         return gx, gw, gb
 
 
@@ -85,6 +99,10 @@ class Relu(Function):
     @staticmethod
     def forward(ctx, x):
         return _relu_np(x._arr)
+
+    @staticmethod
+    def _backward_arrays(ctx, ga):
+        return (_relu_grad_np(ga, ctx._saved_output_unlinked()._arr),)
 
     @staticmethod
     def backward(ctx, g):
@@ -393,50 +411,35 @@ class CrossEntropy(Function):
         return np.asarray(total, dtype=a.dtype)
 
     @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        if ctx._plain:
-            p, m = ctx.p, ctx.denom
-            if not state.grad_enabled:
-                scale = float(g._arr) / m  # a Python float keeps p's dtype (NumPy's weak scalars)
-                grad = p * scale  # a new array: p survives for retain_graph
-                gf = grad.reshape(-1)  # a view: grad is fresh and C-ordered
-                gf[ctx.flat] -= scale  # each row's target once, so no repeated index
-                return _wrap_array(grad), None, None, None, None, None
-            # double backward: the general formula with the plain case's weights
-            ctx.valid, ctx.wy, ctx.w = np.ones(m, bool), np.ones(m, p.dtype), None
-            ctx.smoothing, ctx.reduction = 0.0, "mean"
-        p, tt, valid, wy, w = ctx.p, ctx.tt, ctx.valid, ctx.wy, ctx.w
-        ls = ctx.smoothing
-        m, c = p.shape
-        dt = p.dtype
-        # grad_i = (1-ls) w_{y_i} (p_i - e_{y_i}) + (ls/C) (sum(w) p_i - w), zero for ignored rows
+    def _coefficients(ctx):
+        """(r, target_coef, scale) of the general formula grad_i = scale * (r_i p_i - target_coef_i e_{y_i}
+        - (ls/C) w), zero for ignored rows: r = (1-ls) w_{y_i} + (ls/C) sum(w) for rows that took a target."""
+        ls, wy, w, valid = ctx.smoothing, ctx.wy, ctx.w, ctx.valid
+        c = ctx.p.shape[1]
         r = (1 - ls) * wy + ((ls / c) * (w.sum() if w is not None else c)) * valid
-        target_coef = (1 - ls) * wy
         if ctx.reduction == "mean":
             scale = 1.0 / ctx.denom if ctx.denom != 0 else float("nan")
         else:
             scale = 1.0
-        if state.grad_enabled:
-            from ..ops.reduce import softmax
+        return r, (1 - ls) * wy, scale
 
-            onehot = np.zeros((m, c), dt)
-            onehot[np.arange(m), tt] = target_coef
-            if ls:
-                onehot += (ls / c) * valid[:, None] * (w[None, :] if w is not None else 1)
-            base = softmax(x, 1) * _wrap_array(r.astype(dt)[:, None]) - _wrap_array(onehot)
-            gcol = g.reshape(-1, 1) if ctx.reduction == "none" else g
-            out = base * gcol * scale
-            if scale != scale:  # a zero total weight: NaN only in the rows that took a target, as in torch
-                from ..ops.elementwise import where
-
-                out = where(_wrap_array(valid[:, None]), out, 0.0)
-            return out, None, None, None, None, None
+    @staticmethod
+    def _backward_arrays(ctx, ga):
+        ctx.saved_tensors  # noqa: B018 - raises if freed, or if the scores were modified in place
+        if ctx._plain:
+            scale = float(ga) / ctx.denom  # a Python float keeps p's dtype (NumPy's weak scalars)
+            grad = ctx.p * scale  # a new array: p survives for retain_graph
+            gf = grad.reshape(-1)  # a view: grad is fresh and C-ordered
+            gf[ctx.flat] -= scale  # each row's target once, so no repeated index
+            return grad, None, None, None, None, None
+        p, tt, valid, w, ls = ctx.p, ctx.tt, ctx.valid, ctx.w, ctx.smoothing
+        m, c = p.shape
+        dt = p.dtype
+        r, target_coef, scale = CrossEntropy._coefficients(ctx)
         grad = p * r.astype(dt)[:, None]
         grad[np.arange(m), tt] -= target_coef.astype(dt)
         if ls:
             grad -= ((ls / c) * valid[:, None] * (w[None, :] if w is not None else 1)).astype(dt)
-        ga = g._arr
         if ctx.reduction == "none":
             grad *= ga.reshape(-1, 1)
         else:
@@ -446,7 +449,36 @@ class CrossEntropy(Function):
                 # its gradient NaN only in rows that took a target; ignored rows get 0, so a batch of
                 # ignored targets leaves the weights alone instead of turning them all to NaN
                 grad[~valid] = 0
-        return _wrap_array(grad.astype(dt, copy=False)), None, None, None, None, None
+        return grad.astype(dt, copy=False), None, None, None, None, None
+
+    @staticmethod
+    def backward(ctx, g):
+        if not state.grad_enabled:
+            return _wrap_all(CrossEntropy._backward_arrays(ctx, g._arr))
+        # double backward: the general formula as graph ops (the plain case with its fixed weights)
+        from ..ops.reduce import softmax
+
+        (x,) = ctx.saved_tensors
+        if ctx._plain:
+            m = ctx.denom
+            ctx.valid, ctx.wy, ctx.w = np.ones(m, bool), np.ones(m, ctx.p.dtype), None
+            ctx.smoothing, ctx.reduction = 0.0, "mean"
+        p, tt, valid, w, ls = ctx.p, ctx.tt, ctx.valid, ctx.w, ctx.smoothing
+        m, c = p.shape
+        dt = p.dtype
+        r, target_coef, scale = CrossEntropy._coefficients(ctx)
+        onehot = np.zeros((m, c), dt)
+        onehot[np.arange(m), tt] = target_coef
+        if ls:
+            onehot += (ls / c) * valid[:, None] * (w[None, :] if w is not None else 1)
+        base = softmax(x, 1) * _wrap_array(r.astype(dt)[:, None]) - _wrap_array(onehot)
+        gcol = g.reshape(-1, 1) if ctx.reduction == "none" else g
+        out = base * gcol * scale
+        if scale != scale:  # a zero total weight: NaN only in the rows that took a target, as in torch
+            from ..ops.elementwise import where
+
+            out = where(_wrap_array(valid[:, None]), out, 0.0)
+        return out, None, None, None, None, None
 
 
 class CrossEntropyDefault(CrossEntropy):
@@ -456,6 +488,10 @@ class CrossEntropyDefault(CrossEntropy):
     @staticmethod
     def forward(ctx, x, target):
         return CrossEntropy.forward(ctx, x, target, None, -100, 0.0, "mean")
+
+    @staticmethod
+    def _backward_arrays(ctx, ga):
+        return CrossEntropy._backward_arrays(ctx, ga)[:2]
 
     @staticmethod
     def backward(ctx, g):

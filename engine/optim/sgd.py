@@ -11,6 +11,8 @@ from . import _cuda_step
 from ._pointwise import update_direction
 from .optimizer import Optimizer, required
 
+_FRESH_TEMP_MAX = 1 << 22  # elements: larger updates use a scratch array (each fresh one would be mmapped)
+
 
 class SGD(Optimizer):
     def __init__(
@@ -63,9 +65,14 @@ class SGD(Optimizer):
                 continue
             P = p._arr
             g = self._direction(p, P, group) if shaped else grad._arr
-            u = self._tmp(p, "u")
-            np.multiply(g, -lr, out=u)
-            np.add(P, u, out=P)
+            if P.size <= _FRESH_TEMP_MAX:
+                # a fresh temporary: malloc hands back recently freed (cache-warm) memory, and up to glibc's
+                # mmap threshold it costs no page faults; a reused scratch array would be cache-cold
+                np.add(P, np.multiply(g, -lr), out=P)
+            else:
+                u = self._tmp(p, "u")
+                np.multiply(g, -lr, out=u)
+                np.add(P, u, out=P)
             p._storage.version += 1
 
     def _direction(self, p, P, group):
