@@ -118,7 +118,7 @@ def run_backward(
     captured = [None] * (len(inputs) if inputs is not None else 0)
 
     # 1. dependency counts over every node reachable from the roots
-    root_nodes = {n for n, _ in roots}
+    root_nodes = {roots[0][0]} if len(roots) == 1 else {n for n, _ in roots}  # (one root: loss.backward())
     deps: dict = {}
     stack = list(root_nodes)
     while stack:
@@ -158,16 +158,21 @@ def run_backward(
             if n in targets or any(nx is not None and nx[0] in needed for nx in n.next_functions):
                 needed.add(n)
 
+    Tensor, wrap = _function.Tensor, _function._wrap_array
+    any_arrays = False  # has an array reached the buffers (then tensor-taking nodes wrap their inputs)
     buffers: dict = {}
     for (node, nr), g in zip(roots, grad_roots):
         buf = buffers.get(node)
         if buf is None:
             buf = buffers[node] = [None] * node._n_outputs
         buf[nr] = g if buf[nr] is None else _sum_grads(buf[nr], g)
-    Tensor = _function.Tensor
-    any_arrays = not all(isinstance(g, Tensor) for g in grad_roots)
+        if g is not None and not isinstance(g, Tensor):
+            any_arrays = True
 
-    heap = [(-n._seq, n) for n in root_nodes if n not in deps]
+    heap = []
+    for n in root_nodes:
+        if n not in deps:
+            heap.append((-n._seq, n))
     heapq.heapify(heap)
     heappop, heappush = heapq.heappop, heapq.heappush
     check_nan = state.anomaly
@@ -188,58 +193,63 @@ def run_backward(
             bwa = node._backward_arrays if arrays_ok else None
             if bwa is not None and (node._hooks or node._pre_hooks):
                 bwa = None  # hooks see tensors
-            if any_arrays and bwa is None:
-                buf = _as_tensors(buf)
+            if bwa is not None:  # an array-passing node (single output, no hooks): arrays in, arrays out
+                nexts = node.next_functions
+                g = buf[0]
+                if g is None:
+                    grads = (None,) * len(nexts)
+                    bwa = None
+                else:
+                    grads = bwa(node, g._arr if g.__class__ is Tensor or isinstance(g, Tensor) else g)
+                    any_arrays = True
+            else:
+                if any_arrays:
+                    buf = _as_tensors(buf)
 
-            # tensor hooks registered on outputs of this node, then retain_grad
-            if node._pre_hooks:
-                for nr, fn in list(node._pre_hooks):
-                    if nr is None:
-                        r = fn(tuple(buf))
-                        if r is not None:
-                            buf = list(r)
-                    elif buf[nr] is not None:
-                        r = fn(buf[nr])
-                        if r is not None:
-                            buf[nr] = r
+                # tensor hooks registered on outputs of this node, then retain_grad
+                if node._pre_hooks:
+                    for nr, fn in list(node._pre_hooks):
+                        if nr is None:
+                            r = fn(tuple(buf))
+                            if r is not None:
+                                buf = list(r)
+                        elif buf[nr] is not None:
+                            r = fn(buf[nr])
+                            if r is not None:
+                                buf[nr] = r
 
-            if selective:  # autograd.grad(inputs=...): capture, and skip nodes on no path to an input
-                for nr in range(len(buf)):
-                    idxs = capture.get((node, nr))
-                    if idxs:
-                        for i in idxs:
-                            captured[i] = buf[nr]
-                if needed is not None and node.__class__ is not AccumulateGrad and node not in needed:
-                    _release_children(node, deps, heap)
+                if selective:  # autograd.grad(inputs=...): capture, and skip nodes on no path to an input
+                    for nr in range(len(buf)):
+                        idxs = capture.get((node, nr))
+                        if idxs:
+                            for i in idxs:
+                                captured[i] = buf[nr]
+                    if needed is not None and node.__class__ is not AccumulateGrad and node not in needed:
+                        _release_children(node, deps, heap)
+                        continue
+
+                if node.__class__ is AccumulateGrad:  # final class: no subclasses to test for
+                    if accumulate:
+                        _accumulate_into_leaf(node, buf[0], create_graph)
                     continue
 
-            if node.__class__ is AccumulateGrad:  # final class: no subclasses to test for
-                if accumulate:
-                    _accumulate_into_leaf(node, buf[0], create_graph)
-                continue
-
-            nexts = node.next_functions
-            single = len(buf) == 1  # most nodes: skip the generic all()/materialize passes
-            if (buf[0] is None) if single else all(g is None for g in buf):
-                grads = (None,) * len(nexts)
-                bwa = None
-            elif bwa is not None:  # an array-passing node (single output, no hooks): arrays in, arrays out
-                g = buf[0]
-                grads = bwa(node, g._arr if isinstance(g, Tensor) else g)
-                any_arrays = True
-            else:
-                if not single and node.__dict__.get("_materialize", True):
-                    buf = _materialize(node, buf)
-                grads = type(node).backward(node, *buf)
-                if grads.__class__ is not tuple or not trust_exact or not node._exact_grads:
-                    grads = _check_grads(node, grads if isinstance(grads, tuple) else (grads,))
-                if check_nan or node._trace is not None:
-                    _anomaly_check(node, grads)
-                if node._hooks:
-                    for fn in list(node._hooks):
-                        r = fn(grads, tuple(buf))
-                        if r is not None:
-                            grads = tuple(r)
+                nexts = node.next_functions
+                single = len(buf) == 1  # most nodes: skip the generic all()/materialize passes
+                if (buf[0] is None) if single else all(g is None for g in buf):
+                    grads = (None,) * len(nexts)
+                else:
+                    if not single and node.__dict__.get("_materialize", True):
+                        buf = _materialize(node, buf)
+                    grads = type(node).backward(node, *buf)
+                    if grads.__class__ is not tuple or not trust_exact or not node._exact_grads:
+                        grads = _check_grads(node, grads if isinstance(grads, tuple) else (grads,))
+                    if check_nan or node._trace is not None:
+                        _anomaly_check(node, grads)
+                    if node._hooks:
+                        for fn in list(node._hooks):
+                            r = fn(grads, tuple(buf))
+                            if r is not None:
+                                grads = tuple(r)
             if not retain_graph:  # free what forward saved; saved_tensors now raises FREED_MSG
                 nd = node.__dict__
                 nd["_freed"] = True
@@ -254,7 +264,11 @@ def run_backward(
                         and not nxn._pre_hooks and nxn not in buffers):  # the last edge, none buffered
                     if g is not None:
                         if bwa is not None:  # a fresh array, the leaf's shape and dtype: its .grad adopts it
-                            _accumulate_into_leaf(nxn, _function._wrap_array(g), False, 0, True)
+                            var = nxn._variable()
+                            if var is not None and var._grad is None and not nxn._hooks:
+                                var._grad = wrap(g)  # _accumulate_into_leaf's first-gradient case, inline
+                            else:
+                                _accumulate_into_leaf(nxn, wrap(g), False, 0, True)
                         else:
                             # grads, zip's reused result tuple, g: a reference each beyond the buffer path's
                             _accumulate_into_leaf(nxn, g, create_graph, 5)
