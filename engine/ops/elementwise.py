@@ -1212,7 +1212,10 @@ def arctan2(input, other):
 
 
 # ----------------------------------------------------------------------------- in-place machinery
-def _check_inplace(t: Tensor) -> None:
+def _check_inplace(t: Tensor, overlap_ok: bool = False) -> None:
+    """Refuse an in-place write torch refuses: into a leaf that requires grad (or a view of one) under grad
+    mode, or, unless `overlap_ok` (fill_ and zero_ with a number, which torch allows), into a tensor whose
+    elements share memory (an expanded view)."""
     if state.grad_enabled:
         if t._rg and t.grad_fn is None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
@@ -1221,7 +1224,8 @@ def _check_inplace(t: Tensor) -> None:
             raise RuntimeError(
                 "a view of a leaf Variable that requires grad is being used in an in-place operation."
             )
-    if 0 in t._strides and 0 not in t._shape:  # an empty tensor has no element to write twice
+    # (an empty tensor has no element to write twice)
+    if not overlap_ok and 0 in t._strides and 0 not in t._shape:
         for n, s in zip(t._shape, t._strides):
             if s == 0 and n > 1:
                 raise RuntimeError(
@@ -1505,7 +1509,7 @@ def fill_(t: Tensor, value, _node=FillBackward2) -> Tensor:
         if _needs_graph(t, (value,)):
             return inplace(t, lambda s, v: FillBackward3.apply(s, v), value, op_name="fill_", needs_old=False)
         return copy_(t, value.expand(t._shape))
-    _check_inplace(t)
+    _check_inplace(t, overlap_ok=True)  # every element gets the same number: torch allows an expanded view
     value = storable(value, t._dtype, fill=True)  # uint8 fill_(-1) is 255; int fill_(nan) and half 1e6 raise
     if _needs_graph(t, ()):
         return inplace(t, lambda s: _node.apply(s, value), op_name="fill_", needs_old=False)

@@ -170,3 +170,17 @@ def test_fill_takes_a_number_or_a_0d_tensor_and_refuses_larger_tensors_like_torc
             with pytest.raises(RuntimeError, match=msg):
                 t.fill_(bad)
         assert t.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_fill_and_zero_with_a_number_write_through_an_expanded_view_like_torch():
+    for lib in (engine, torch):
+        x = lib.zeros(3)
+        y = x.expand(2, 3)
+        y.fill_(4.0)
+        assert x.tolist() == [4.0, 4.0, 4.0] and x._version == 1
+        y.zero_()
+        assert x.tolist() == [0.0, 0.0, 0.0]
+        # an elementwise write or a tensor-valued fill_ would write one element twice: both refuse
+        for method, arg in (("add_", 1), ("fill_", lib.tensor(2.5)), ("copy_", lib.ones(2, 3))):
+            with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+                getattr(y, method)(arg)
