@@ -1,6 +1,6 @@
 """Where the engine's MLP step spends the time the hand-written NumPy step doesn't: the engine against a
 replica that makes exactly the engine's NumPy calls (same GEMM forms, in-place bias add, chunked ReLU,
-flat-index cross-entropy, scratch-buffer SGD) and nothing else, phase by phase.
+flat-index cross-entropy, fresh-temporary SGD) and nothing else, phase by phase.
 
 Run: python benchmarks/bench_mlp_anatomy.py [--rounds 5] [--threads 0|1|2] [--size full|tiny]
 engine - replica is the engine's own cost (Python: modules, graph nodes, wrappers, the scheduler); replica vs
@@ -58,7 +58,6 @@ def contenders(batch: int, d_in: int, d_h: int, d_out: int, lr: float = 0.01):
         log.append((t1 - t0, t2 - t1, t3 - t2, _clock() - t3))
 
     params = [a.copy() for a in start]
-    scratch = [np.empty_like(a) for a in params]
     row_starts = np.arange(0, batch * d_out, d_out)
 
     def replica_step(log):
@@ -79,7 +78,7 @@ def contenders(batch: int, d_in: int, d_h: int, d_out: int, lr: float = 0.01):
         e /= se
         np.asarray(total, dtype=np.float32)
         t2 = _clock()
-        scale = float(np.array(1, np.float32)) / batch
+        scale = float(np.array(1, np.float32)) / batch  # the engine's seed gradient, as an array
         g = e * scale
         g.reshape(-1)[flat] -= scale
         g_r = np.dot(g, W2)
@@ -89,9 +88,8 @@ def contenders(batch: int, d_in: int, d_h: int, d_out: int, lr: float = 0.01):
         g_w1 = np.matmul(g_h.T, x)
         g_b1 = np.add.reduce(g_h, axis=0)
         t3 = _clock()
-        for p, grad, u in zip(params, (g_w1, g_b1, g_w2, g_b2), scratch):
-            np.multiply(grad, -lr, out=u)
-            np.add(p, u, out=p)
+        for p, grad in zip(params, (g_w1, g_b1, g_w2, g_b2)):
+            np.add(p, np.multiply(grad, -lr), out=p)
         log.append((t1 - t0, t2 - t1, t3 - t2, _clock() - t3))
 
     hand = [a.copy() for a in start]
