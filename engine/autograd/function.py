@@ -192,7 +192,6 @@ class Function(Node):
     def _new_node(cls, args):
         """A graph node for `args` without running forward (in-place ops and views rewire history with it)."""
         node = cls.__new__(cls)
-        node._seq = _next_seq()
         st = state
         if st.scope is not None:
             node.scope = st.scope
@@ -217,6 +216,9 @@ class Function(Node):
                 meta.append(None)
             nf.append(None)
             nig.append(False)
+        # numbered after its inputs' nodes, including any an input made just now (a view's grad_fn rebuilt
+        # after an in-place op, views.py _TrackedView): backward's order relies on consumers numbering higher
+        node._seq = _next_seq()
         node.next_functions = tuple(nf)
         node._input_meta = meta
         node.needs_input_grad = tuple(nig)
@@ -303,6 +305,18 @@ class AccumulateGrad(Node):
         self.next_functions = ()
         self._input_meta = [(tensor._shape, tensor._dtype)]
         self._seq = _next_seq()
+
+    # Set once any leaf gets a hook: from then on backward schedules by dependency counts (leaf accumulation
+    # timed exactly as torch's, which hooks can observe) instead of by sequence number alone (run_backward).
+    _hooked = False
+
+    def register_hook(self, fn):
+        AccumulateGrad._hooked = True
+        return super().register_hook(fn)
+
+    def _add_pre_hook(self, output_nr, fn):
+        AccumulateGrad._hooked = True
+        return super()._add_pre_hook(output_nr, fn)
 
     @property
     def variable(self):
