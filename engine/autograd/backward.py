@@ -117,10 +117,20 @@ def run_backward(
             capture.setdefault(t._grad_edge(), []).append(i)
     captured = [None] * (len(inputs) if inputs is not None else 0)
 
-    # 1. dependency counts over every node reachable from the roots
     root_nodes = {roots[0][0]} if len(roots) == 1 else {n for n, _ in roots}  # (one root: loss.backward())
+    # Scheduling. A node's _seq is larger than its inputs' nodes' (it is made after them), so taking the node
+    # with the largest _seq among those that have been handed a gradient runs every node after all its
+    # consumers: torch's order, without counting dependencies first. Leaves (AccumulateGrad, whose _seq says
+    # nothing) take their gradient when it arrives: a first one is adopted as .grad and later ones in this
+    # pass added to it, the sum torch's input buffer makes; a leaf whose .grad was already set gets its
+    # gradients summed and added once at the end (torch adds the whole sum once too). Hooks on a leaf can see
+    # when that happens, so once a leaf has a hook, and for autograd.grad and create_graph, the dependency-
+    # counting schedule below runs instead.
+    by_seq = (inputs is None and accumulate and not create_graph and not AccumulateGrad._hooked
+              and all(n.__class__ is not AccumulateGrad for n in root_nodes))
     deps: dict = {}
-    stack = list(root_nodes)
+    # 1. dependency counts over every node reachable from the roots
+    stack = [] if by_seq else list(root_nodes)
     while stack:
         for nx in filter(None, stack.pop().next_functions):  # filter drops the None edges in C
             nxn = nx[0]
@@ -174,6 +184,9 @@ def run_backward(
         if n not in deps:
             heap.append((-n._seq, n))
     heapq.heapify(heap)
+    started: set = set()  # (by_seq) leaves whose .grad this pass set
+    done: list = []  # (by_seq) the nodes that have run, for _settle_leaves_after_error
+    late: dict = {}  # (by_seq) leaves whose .grad was set before: their gradients' sum, added at the end
     heappop, heappush = heapq.heappop, heapq.heappush
     check_nan = state.anomaly
     # A leaf whose AccumulateGrad has this one incoming edge, no hooks and nothing to capture is accumulated
@@ -256,6 +269,40 @@ def run_backward(
                 nd.pop("_saved", None)
                 nd.pop("_out", None)
 
+            if by_seq:
+                done.append(node)
+                for nx, g in zip(nexts, grads):
+                    if nx is None:
+                        continue
+                    nxn = nx[0]
+                    if nxn.__class__ is AccumulateGrad:
+                        if g is not None:
+                            var = nxn._variable()
+                            if var is None:
+                                continue
+                            if var._grad is None:  # its first gradient: adopted (a fresh array) or stolen
+                                if bwa is not None:
+                                    var._grad = wrap(g)  # (no leaf has hooks: _accumulate_into_leaf's work)
+                                else:
+                                    # grads, zip's reused result tuple, g: a reference each beyond a buffer's
+                                    _accumulate_into_leaf(nxn, g, False, 5)
+                                started.add(nxn)
+                            elif nxn in started:  # .grad is this pass's sum so far: add in place
+                                _accumulate_into_leaf(nxn, wrap(g) if bwa is not None else g, False, 5)
+                            else:  # .grad from before: add this pass's sum once, at the end
+                                d = late.get(nxn)
+                                late[nxn] = g if d is None else _sum_grads(d, g)
+                        continue
+                    b = buffers.get(nxn)
+                    if b is None:
+                        b = buffers[nxn] = [None] * nxn._n_outputs
+                        heappush(heap, (-nxn._seq, nxn))
+                    if g is not None:
+                        nr = nx[1]
+                        b[nr] = g if b[nr] is None else _sum_grads(b[nr], g)
+                buf = grads = g = None
+                continue
+
             for nx, g in zip(nexts, grads):
                 if nx is None:
                     continue
@@ -290,6 +337,17 @@ def run_backward(
             # Drop this frame's references to the gradients just handed on, so a leaf can steal its
             # gradient (refcount test in _accumulate_into_leaf) instead of cloning it.
             buf = grads = g = None
+        for acc in list(late):  # (by_seq) leaves whose .grad was set before this pass: add each sum once
+            g = late.pop(acc)
+            if isinstance(g, Tensor):
+                _accumulate_into_leaf(acc, g, False)
+            else:
+                _accumulate_into_leaf(acc, wrap(g), False, 0, True)
+            g = None
+    except BaseException:
+        if by_seq:
+            _settle_leaves_after_error(root_nodes, done, started, late)
+        raise
     finally:
         state.grad_enabled = prev_mode
 
@@ -302,6 +360,41 @@ def run_backward(
                 )
         return tuple(captured)
     return None
+
+
+def _settle_leaves_after_error(root_nodes, done, started, late) -> None:
+    """A backward by sequence number failed part-way: leave each leaf's .grad as torch's would be. torch adds
+    a leaf's gradient once every node feeding it in this graph has run; the by_seq schedule adopts a first
+    gradient as it arrives and keeps the sums for leaves with an older .grad. So: count each leaf's edges
+    from the graph's nodes and from the nodes that ran; a leaf this pass gave a .grad loses it unless all its
+    feeders ran, and a kept sum is added only for a leaf whose feeders all ran."""
+    need: dict = {}
+    seen = set(root_nodes)
+    stack = list(root_nodes)
+    while stack:
+        for nx in stack.pop().next_functions:
+            if nx is None:
+                continue
+            m = nx[0]
+            if m.__class__ is AccumulateGrad:
+                need[m] = need.get(m, 0) + 1
+            elif m not in seen:
+                seen.add(m)
+                stack.append(m)
+    got: dict = {}
+    for n in done:
+        for nx in n.next_functions:
+            if nx is not None and nx[0].__class__ is AccumulateGrad:
+                got[nx[0]] = got.get(nx[0], 0) + 1
+    for acc in started:
+        var = acc._variable()
+        if var is not None and got.get(acc, 0) < need.get(acc, 0):
+            var._grad = None  # (it was None before this pass: that is how it got into `started`)
+    for acc in list(late):
+        g = late.pop(acc)
+        if got.get(acc, 0) >= need.get(acc, 0):
+            _accumulate_into_leaf(acc, g if isinstance(g, _function.Tensor) else _function._wrap_array(g),
+                                  False)
 
 
 def _release_children(node, deps, heap):

@@ -20,9 +20,18 @@ from sweep_harness import compare, grad_fn_name
 from test_fuzz_indexing import _writes_unique, random_index, to_index
 
 import engine
+from engine.autograd.function import AccumulateGrad
 
 SEEDS = range(160)
 FEATURE_SEEDS = range(60)
+
+
+@pytest.fixture(autouse=True, params=["by_seq", "counted"])
+def scheduler(request, monkeypatch):
+    """Every program runs under both backward schedules: by sequence number (training's, while no leaf has a
+    hook) and by dependency counts (once one has; a program that hooks a leaf switches to it itself)."""
+    monkeypatch.setattr(AccumulateGrad, "_hooked", request.param == "counted")
+    return request.param
 
 
 # ----------------------------------------------------------------------------- programs
