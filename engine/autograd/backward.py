@@ -346,7 +346,10 @@ def run_backward(
             g = None
     except BaseException:
         if by_seq:
-            _settle_leaves_after_error(root_nodes, done, started, late)
+            try:
+                _settle_leaves_after_error(root_nodes, done, started, late)
+            except Exception:  # noqa: BLE001, S110 - the error that stopped backward is the one to report
+                pass
         raise
     finally:
         state.grad_enabled = prev_mode
