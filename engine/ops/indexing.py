@@ -374,7 +374,8 @@ def setitem(x: Tensor, index, value) -> None:
             _check_value_shape(value, view._shape)
             E.copy_(view, value)
         else:
-            E._check_inplace(x)
+            E._check_inplace(x, overlap_ok=True)
+            E._check_inplace(view)  # as torch: refused only if the elements written to share memory
             view._arr[...] = storable(value, x._dtype)
             x._storage.version += 1
         return

@@ -184,3 +184,20 @@ def test_fill_and_zero_with_a_number_write_through_an_expanded_view_like_torch()
         for method, arg in (("add_", 1), ("fill_", lib.tensor(2.5)), ("copy_", lib.ones(2, 3))):
             with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
                 getattr(y, method)(arg)
+
+
+@pytest.mark.parametrize("index, ok", [((0,), True), ((1, slice(1, None)), True), ((Ellipsis,), False),
+                                       ((slice(None), 1), False)])
+def test_setting_a_number_through_an_expanded_view_checks_only_the_elements_written_like_torch(index, ok):
+    got = []
+    for lib in (engine, torch):
+        x = lib.zeros(3)
+        y = x.expand(2, 3)
+        if ok:
+            y[index] = 2.0
+            assert x._version == 1
+        else:
+            with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+                y[index] = 2.0
+        got.append(x.tolist())
+    assert got[0] == got[1]
