@@ -46,7 +46,7 @@ class Relu(FU.Relu):
     def backward(ctx, g):
         if state.grad_enabled:  # create_graph: the CPU Function's Tensor-op formula
             return FU.Relu.backward(ctx, g)
-        return (_wrap_array(Relu._backward_arrays(ctx, g._arr)[0]),)
+        return FU._wrap_all(Relu._backward_arrays(ctx, g._arr))
 
 
 class LeakyRelu(FU.LeakyRelu):

@@ -108,7 +108,7 @@ class Relu(Function):
     def backward(ctx, g):
         if state.grad_enabled:
             return g * (ctx.saved_output != 0)
-        return (_wrap_array(_relu_grad_np(g._arr, ctx._saved_output_unlinked()._arr)),)
+        return _wrap_all(Relu._backward_arrays(ctx, g._arr))
 
 
 class LeakyRelu(Function):
@@ -412,16 +412,18 @@ class CrossEntropy(Function):
 
     @staticmethod
     def _coefficients(ctx):
-        """(r, target_coef, scale) of the general formula grad_i = scale * (r_i p_i - target_coef_i e_{y_i}
-        - (ls/C) w), zero for ignored rows: r = (1-ls) w_{y_i} + (ls/C) sum(w) for rows that took a target."""
+        """(r, target_coef, smooth, scale) of the general formula grad_i = scale * (r_i p_i - target_coef_i
+        e_{y_i} - smooth_i), zero for ignored rows: r = (1-ls) w_{y_i} + (ls/C) sum(w) for rows that took a
+        target, smooth the (M, C) label-smoothing term (ls/C) w for those rows (None without smoothing)."""
         ls, wy, w, valid = ctx.smoothing, ctx.wy, ctx.w, ctx.valid
         c = ctx.p.shape[1]
         r = (1 - ls) * wy + ((ls / c) * (w.sum() if w is not None else c)) * valid
+        smooth = (ls / c) * valid[:, None] * (w[None, :] if w is not None else 1) if ls else None
         if ctx.reduction == "mean":
             scale = 1.0 / ctx.denom if ctx.denom != 0 else float("nan")
         else:
             scale = 1.0
-        return r, (1 - ls) * wy, scale
+        return r, (1 - ls) * wy, smooth, scale
 
     @staticmethod
     def _backward_arrays(ctx, ga):
@@ -432,14 +434,13 @@ class CrossEntropy(Function):
             gf = grad.reshape(-1)  # a view: grad is fresh and C-ordered
             gf[ctx.flat] -= scale  # each row's target once, so no repeated index
             return grad, None, None, None, None, None
-        p, tt, valid, w, ls = ctx.p, ctx.tt, ctx.valid, ctx.w, ctx.smoothing
-        m, c = p.shape
+        p, valid = ctx.p, ctx.valid
         dt = p.dtype
-        r, target_coef, scale = CrossEntropy._coefficients(ctx)
+        r, target_coef, smooth, scale = CrossEntropy._coefficients(ctx)
         grad = p * r.astype(dt)[:, None]
-        grad[np.arange(m), tt] -= target_coef.astype(dt)
-        if ls:
-            grad -= ((ls / c) * valid[:, None] * (w[None, :] if w is not None else 1)).astype(dt)
+        grad[np.arange(p.shape[0]), ctx.tt] -= target_coef.astype(dt)
+        if smooth is not None:
+            grad -= smooth.astype(dt)
         if ctx.reduction == "none":
             grad *= ga.reshape(-1, 1)
         else:
@@ -463,14 +464,14 @@ class CrossEntropy(Function):
             m = ctx.denom
             ctx.valid, ctx.wy, ctx.w = np.ones(m, bool), np.ones(m, ctx.p.dtype), None
             ctx.smoothing, ctx.reduction = 0.0, "mean"
-        p, tt, valid, w, ls = ctx.p, ctx.tt, ctx.valid, ctx.w, ctx.smoothing
+        p, valid = ctx.p, ctx.valid
         m, c = p.shape
         dt = p.dtype
-        r, target_coef, scale = CrossEntropy._coefficients(ctx)
+        r, target_coef, smooth, scale = CrossEntropy._coefficients(ctx)
         onehot = np.zeros((m, c), dt)
-        onehot[np.arange(m), tt] = target_coef
-        if ls:
-            onehot += (ls / c) * valid[:, None] * (w[None, :] if w is not None else 1)
+        onehot[np.arange(m), ctx.tt] = target_coef
+        if smooth is not None:
+            onehot += smooth
         base = softmax(x, 1) * _wrap_array(r.astype(dt)[:, None]) - _wrap_array(onehot)
         gcol = g.reshape(-1, 1) if ctx.reduction == "none" else g
         out = base * gcol * scale
