@@ -338,12 +338,7 @@ def run_backward(
             # gradient (refcount test in _accumulate_into_leaf) instead of cloning it.
             buf = grads = g = None
         for acc in list(late):  # (by_seq) leaves whose .grad was set before this pass: add each sum once
-            g = late.pop(acc)
-            if isinstance(g, Tensor):
-                _accumulate_into_leaf(acc, g, False)
-            else:
-                _accumulate_into_leaf(acc, wrap(g), False, 0, True)
-            g = None
+            _add_late_sum(acc, late.pop(acc))
     except BaseException:
         if by_seq:
             try:
@@ -396,8 +391,16 @@ def _settle_leaves_after_error(root_nodes, done, started, late) -> None:
     for acc in list(late):
         g = late.pop(acc)
         if got.get(acc, 0) >= need.get(acc, 0):
-            _accumulate_into_leaf(acc, g if isinstance(g, _function.Tensor) else _function._wrap_array(g),
-                                  False)
+            _add_late_sum(acc, g)
+
+
+def _add_late_sum(acc, g) -> None:
+    """(by_seq) Add a pass's summed gradient, a tensor or an array-passing node's array, to a leaf whose .grad
+    was set before the pass."""
+    if isinstance(g, _function.Tensor):
+        _accumulate_into_leaf(acc, g, False)
+    else:
+        _accumulate_into_leaf(acc, _function._wrap_array(g), False, 0, True)
 
 
 def _release_children(node, deps, heap):
