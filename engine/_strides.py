@@ -67,6 +67,67 @@ def is_contiguous(shape: Shape, strides: Shape) -> bool:
     return True
 
 
+def elementwise_strides(shape: Shape, operands) -> Shape:
+    """The strides torch gives the result of an elementwise op of result shape `shape` whose tensor operands
+    have the (shape, strides) pairs in `operands` (0-d tensors and wrapped numbers included): its
+    TensorIterator lays the result out like the inputs.
+
+    - Every operand the same shape: all contiguous gives contiguous, all channels_last gives channels_last,
+      all non-overlapping and dense with equal strides gives those strides.
+    - Otherwise the dimensions are ordered fastest first by comparing strides, operand by operand (a
+      broadcast dimension's stride, or a missing one, says nothing; equal strides put the smaller size
+      first), with an insertion sort that leaves dimensions in place when no operand decides, and the
+      result is dense in that order."""
+    ndim = len(shape)
+    if all(s == shape for s, _ in operands):
+        if all(is_contiguous(s, st) for s, st in operands):
+            return contiguous_strides(shape)
+        if ndim == 4 and all(is_channels_last(s, st) for s, st in operands):
+            return channels_last_strides(shape)
+        if all(is_non_overlapping_and_dense(s, st) for s, st in operands):
+            first = operands[-1][1]
+            if all(st == first for _, st in operands):
+                return first
+    if ndim <= 1:
+        return contiguous_strides(shape)
+    aligned = []  # each operand's strides over the result's dims, 0 where broadcast or missing
+    for s, st in operands:
+        lead = ndim - len(s)
+        aligned.append((0,) * lead + tuple(
+            0 if n == 1 and shape[lead + i] != 1 else st[i] for i, n in enumerate(s)))
+
+    def after(d0: int, d1: int) -> int:
+        """1: d0 varies slower than d1; -1: faster; 0: no operand says."""
+        for st in aligned:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    perm = list(range(ndim - 1, -1, -1))  # fastest first; C order to start with
+    for i in range(1, ndim):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = after(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    if perm == list(range(ndim - 1, -1, -1)):
+        return contiguous_strides(shape)
+    strides = [0] * ndim
+    step = 1
+    for d in perm:
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)
+
+
 def wrap_dim(dim: int, ndim: int) -> int:
     lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
     if not isinstance(dim, int) or isinstance(dim, bool):

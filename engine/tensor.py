@@ -132,6 +132,54 @@ def _wrap_dense(arr) -> Tensor:
     return t
 
 
+def _laid_out(arr, args, n: int):
+    """An elementwise op's result `arr` (NumPy) in the layout torch gives it for its operands, the first `n`
+    of `args` (tensors, and numbers that torch wraps as 0-d tensors): `arr` itself when that layout is
+    contiguous (the caller wraps it as usual), else a tensor with S.elementwise_strides' strides, reusing
+    `arr` when NumPy already laid it out so (its order "K" often agrees). Operands with contiguous strides
+    give a contiguous result."""
+    if arr.__class__ is not _ndarray:  # CuPy results stay contiguous
+        return arr
+    # the common case first, without a loop: op results (plain Tensors with the shared contiguous strides)
+    a = args[0]
+    if a.__class__ is Tensor and a._strides == _contiguous_get(a._shape):
+        if n == 1:
+            return arr
+        b = args[1]
+        if n == 2 and ((b.__class__ is Tensor and b._strides == _contiguous_get(b._shape))
+                       or b.__class__ in _NUMBER_CLASSES):
+            return arr
+    operands = [x for x in args[:n] if x is not None]
+    for x in operands:
+        if isinstance(x, Tensor) and x._strides != _contiguous_strides(x._shape):
+            break
+    else:
+        return arr
+    shape = arr.shape
+    strides = S.elementwise_strides(
+        shape, [(x._shape, x._strides) if isinstance(x, Tensor) else ((), ()) for x in operands])
+    if strides == _contiguous_strides(shape) or arr.size == 0:
+        return arr
+    if tuple(s // arr.itemsize for s in arr.strides) == strides:
+        return _wrap_dense(arr)
+    flat = np.empty(arr.size, arr.dtype)
+    t = _wrap_array(flat)
+    t._shape, t._strides = shape, strides
+    t._arr = numpy_backend.view(flat, shape, strides, 0)
+    t._arr[...] = arr
+    return t
+
+
+_contiguous_get = _CONTIGUOUS_STRIDES.get
+_NUMBER_CLASSES = frozenset((int, float, bool))
+
+
+def _wrap_laid_out(arr, operands) -> Tensor:
+    """A tensor over an elementwise result, laid out as _laid_out says."""
+    r = _laid_out(arr, operands, len(operands))
+    return r if r.__class__ is Tensor else _wrap_array(r)
+
+
 def _copy_channels_last(values) -> Tensor:
     """A new CPU tensor holding the 4-D array `values` stored channels last, (N, H, W, C) in memory."""
     return _wrap_dense(np.ascontiguousarray(values.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2))
@@ -542,6 +590,9 @@ class Tensor:
         dtype = kwargs.pop("dtype", None)
         copy = kwargs.pop("copy", False)
         non_blocking = kwargs.pop("non_blocking", False)
+        fmt = kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
         for a in args:
             if isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
@@ -551,9 +602,18 @@ class Tensor:
                 device = a
         dtype = D.as_dtype(dtype) if dtype is not None else self._dtype
         dev = as_device(device) if device is not None else self._storage.device
+        fmt = MF.check(fmt, self.ndim, "to")
+        if fmt is not MF.preserve_format and not self.is_contiguous(memory_format=fmt):
+            # a copy in that format; with a new dtype or device, the converted copy is laid out so
+            out = self if dtype is self._dtype and dev == self._storage.device else to_copy(
+                self, dtype, dev, non_blocking)
+            return out.clone(memory_format=fmt) if not out.is_contiguous(memory_format=fmt) else out
         if dtype is self._dtype and dev == self._storage.device and not copy:
             return self
-        return to_copy(self, dtype, dev, non_blocking)
+        out = to_copy(self, dtype, dev, non_blocking)
+        if fmt is not MF.preserve_format and not out.is_contiguous(memory_format=fmt):
+            out = out.clone(memory_format=fmt)
+        return out
 
     def type(self, dtype=None):
         if dtype is None:
@@ -733,7 +793,7 @@ class Size(tuple):
         return Size(tuple(self) + tuple(other))
 
 
-_bind_tensor(Tensor, _wrap_array)
+_bind_tensor(Tensor, _wrap_array, _laid_out)
 
 
 def _install_methods() -> None:

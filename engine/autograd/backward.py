@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from .. import _strides as S
 from .._memory_format import contiguous_format
 from . import function as _function  # its Tensor and _wrap_array are bound once engine.tensor is imported
 from .function import AccumulateGrad
@@ -18,6 +19,26 @@ def _sum_to(grad, shape):
     from ..ops.reduce import sum_to_size
 
     return sum_to_size(grad, shape)
+
+
+def _obeys_layout(grad, var) -> bool:
+    """torch's gradient layout contract: a leaf's .grad has the leaf's strides (wherever a dim is not of size
+    1) when the leaf is non-overlapping and dense, else it is contiguous."""
+    if var._arr.flags.c_contiguous:  # the common case: a contiguous leaf wants a contiguous gradient
+        return grad._arr.flags.c_contiguous
+    shape, vs = var._shape, var._strides
+    if S.is_non_overlapping_and_dense(shape, vs):
+        return all(g == v if n != 1 else g != 0 for n, g, v in zip(shape, grad._strides, vs))
+    return S.is_contiguous(grad._shape, grad._strides)
+
+
+def _relaid(grad, var):
+    """A copy of `grad` (no graph) laid out as the contract asks: like `var` when dense, else contiguous."""
+    if var._arr.__class__ is np.ndarray and S.is_non_overlapping_and_dense(var._shape, var._strides):
+        from ..tensor import _copy_preserving_layout
+
+        return _copy_preserving_layout(grad._arr, var)
+    return grad.detach().clone(memory_format=contiguous_format)
 
 
 def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool, refs: int = 3, fresh: bool = False):
@@ -34,9 +55,10 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool, refs: 
         if create_graph:
             var.grad = grad
         elif fresh:
-            var._grad = grad
+            var._grad = grad if _obeys_layout(grad, var) else _relaid(grad, var)
         elif (not grad.__dict__ and grad._shape == var._shape and grad._dtype is var._dtype
               and grad._storage.device is var._storage.device and grad._arr.flags.c_contiguous
+              and var._arr.flags.c_contiguous
               and sys.getrefcount(grad) <= refs and sys.getrefcount(grad._storage) <= 2):
             # A fresh op result (no autograd fields, hooks or base in its __dict__) that nothing else can
             # see, over a storage nothing else views: adopt the tensor itself, as torch's AccumulateGrad does.
@@ -51,6 +73,8 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool, refs: 
                     if g._shape == var._shape
                     else grad.detach().expand(var._shape).clone(memory_format=contiguous_format)
                 )
+            if not _obeys_layout(g, var):
+                g = _relaid(g, var)
             var.grad = g
     elif create_graph or vg._rg:
         var.grad = vg + grad
@@ -281,8 +305,10 @@ def run_backward(
                             if var is None:
                                 continue
                             if var._grad is None:  # its first gradient: adopted (a fresh array) or stolen
-                                if bwa is not None:
+                                if bwa is not None and var._arr.flags.c_contiguous:
                                     var._grad = wrap(g)  # (no leaf has hooks: _accumulate_into_leaf's work)
+                                elif bwa is not None:
+                                    _accumulate_into_leaf(nxn, wrap(g), False, 0, True)
                                 else:
                                     # grads, zip's reused result tuple, g: a reference each beyond a buffer's
                                     _accumulate_into_leaf(nxn, g, False, 5)
@@ -312,7 +338,8 @@ def run_backward(
                     if g is not None:
                         if bwa is not None:  # a fresh array, the leaf's shape and dtype: its .grad adopts it
                             var = nxn._variable()
-                            if var is not None and var._grad is None and not nxn._hooks:
+                            if (var is not None and var._grad is None and not nxn._hooks
+                                    and var._arr.flags.c_contiguous):
                                 var._grad = wrap(g)  # _accumulate_into_leaf's first-gradient case, inline
                             else:
                                 _accumulate_into_leaf(nxn, wrap(g), False, 0, True)

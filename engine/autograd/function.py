@@ -19,14 +19,15 @@ FREED_MSG = (
 )
 
 
-# Tensor and _wrap_array, bound by engine.tensor when it is imported (it imports this module first)
+# Tensor, _wrap_array and _laid_out, bound by engine.tensor when it is imported (it imports this module first)
 Tensor = None
 _wrap_array = None
+_laid_out = None
 
 
-def _bind_tensor(tensor_cls, wrap_array) -> None:
-    global Tensor, _wrap_array
-    Tensor, _wrap_array = tensor_cls, wrap_array
+def _bind_tensor(tensor_cls, wrap_array, laid_out) -> None:
+    global Tensor, _wrap_array, _laid_out
+    Tensor, _wrap_array, _laid_out = tensor_cls, wrap_array, laid_out
 
 
 class Node:
@@ -122,6 +123,11 @@ class Function(Node):
     # of that input's shape and dtype, freshly made and referenced by nothing else (not g, not saved state,
     # not another entry). The scheduler then passes arrays between such nodes and wraps only what a leaf's
     # .grad, a hook or a tensor-taking node sees (run_backward). Their backward() wraps the same arrays.
+
+    # Elementwise ops set how many leading forward arguments are operands (tensors, or numbers torch wraps as
+    # 0-d tensors): their array result is laid out like those operands, as torch's TensorIterator does
+    # (tensor._laid_out): x.t() * 2 is transposed too.
+    _elementwise = 0
 
     _saved = ()
     _saved_versions = ()
@@ -239,6 +245,9 @@ class Function(Node):
                 out = cls.forward(_NoGradCtx(), *args)
             finally:
                 state.grad_enabled = prev
+        n = cls._elementwise
+        if n:
+            out = _laid_out(out, args, n)
         if isinstance(out, tuple):
             return tuple(o if isinstance(o, Tensor) or o is None else _wrap_array(o) for o in out)
         return out if isinstance(out, Tensor) else _wrap_array(out)
@@ -249,6 +258,9 @@ class Function(Node):
         node = cls._new_node(args)
         if cls._raw:
             out = cls.forward(node, *args)
+            n = cls._elementwise
+            if n:
+                out = _laid_out(out, args, n)
             if out.__class__ is not tuple and not isinstance(out, Tensor):
                 # the common case, one fresh array (per-op overhead): the general loop below does the same
                 o = _wrap_array(out)

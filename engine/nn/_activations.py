@@ -114,6 +114,7 @@ class _Pointwise(Function):
     CPU kernels (the backward too, except under create_graph)."""
 
     _raw = True
+    _elementwise = 1
     kernel = ""  # torch's CPU kernel, named by the error for a dtype it has no loop for
     integers = False  # threshold takes integer input too
 
@@ -315,6 +316,7 @@ class LogSigmoid(_Pointwise):
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), exact for large |x|; the gradient is sigmoid(-x)."""
 
     kernel = "log_sigmoid_cpu"
+    _elementwise = 0  # torch's log_sigmoid_forward is not a TensorIterator op: its result is contiguous
 
     @staticmethod
     def f(a):

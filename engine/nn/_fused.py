@@ -93,6 +93,7 @@ class Linear(Function):
 # ----------------------------------------------------------------------------- activations
 class Relu(Function):
     _raw = True
+    _elementwise = 1
     _save_output = True
     _exact_grads = True
 
@@ -113,6 +114,7 @@ class Relu(Function):
 
 class LeakyRelu(Function):
     _raw = True
+    _elementwise = 1
 
     @staticmethod
     def forward(ctx, x, slope):
@@ -131,6 +133,7 @@ class LeakyRelu(Function):
 
 class Elu(Function):
     _raw = True
+    _elementwise = 1
 
     @staticmethod
     def forward(ctx, x, alpha):
@@ -151,6 +154,7 @@ class Elu(Function):
 
 class Gelu(Function):
     _raw = True
+    _elementwise = 1
 
     @staticmethod
     def forward(ctx, x, approximate):
@@ -178,6 +182,7 @@ class Gelu(Function):
 
 class Silu(Function):
     _raw = True
+    _elementwise = 1
 
     @staticmethod
     def forward(ctx, x):
@@ -194,6 +199,7 @@ class Silu(Function):
 
 class Softplus(Function):
     _raw = True
+    _elementwise = 1
 
     @staticmethod
     def forward(ctx, x, beta, threshold):
@@ -216,6 +222,7 @@ class Softplus(Function):
 
 class Hardtanh(Function):
     _raw = True
+    _elementwise = 1
 
     @staticmethod
     def forward(ctx, x, lo, hi):

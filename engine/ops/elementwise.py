@@ -15,7 +15,7 @@ from .. import dtypes as D
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad, state
 from ..autograd.naming import torch_node
-from ..tensor import Tensor, _copy_channels_last, _copy_preserving_layout, _wrap_array
+from ..tensor import Tensor, _copy_channels_last, _copy_preserving_layout, _wrap_array, _wrap_laid_out
 from .creation import storable
 
 
@@ -122,6 +122,7 @@ def _alpha_times(np_fn, A, B, alpha, dt: D.dtype):
 
 class Add(Function):
     _raw = True
+    _elementwise = 2
 
     @staticmethod
     def forward(ctx, a, b, alpha=1):
@@ -136,6 +137,7 @@ class Add(Function):
 
 class Sub(Function):
     _raw = True
+    _elementwise = 2
 
     @staticmethod
     def forward(ctx, a, b, alpha=1):
@@ -170,6 +172,7 @@ def _refuse_bool_sub(both: bool) -> None:
 
 class Mul(Function):
     _raw = True
+    _elementwise = 2
 
     @staticmethod
     def forward(ctx, a, b):
@@ -203,6 +206,7 @@ def _unwrapped(x, X, dt: D.dtype):
 
 class Div(Function):
     _raw = True
+    _elementwise = 2
 
     @staticmethod
     def forward(ctx, a, b, rounding_mode=None):
@@ -256,6 +260,7 @@ def _check_int_divisor(A, B) -> None:
 
 class Pow(Function):
     _raw = True
+    _elementwise = 2
 
     @staticmethod
     def forward(ctx, a, b):
@@ -327,6 +332,7 @@ PowBackward2 = torch_node(Pow, "PowBackward2")  # scalar ** tensor
 
 class Maximum(Function):
     _raw = True
+    _elementwise = 2
 
     @staticmethod
     def forward(ctx, a, b):
@@ -344,6 +350,7 @@ class Maximum(Function):
 
 class Minimum(Function):
     _raw = True
+    _elementwise = 2
 
     @staticmethod
     def forward(ctx, a, b):
@@ -368,6 +375,7 @@ class Fmax(Function):
     first on ties (no halving, unlike maximum), to the other where one is NaN."""
 
     _raw = True
+    _elementwise = 2
 
     @staticmethod
     def forward(ctx, a, b, is_max):
@@ -403,6 +411,7 @@ class Atan2(Function):
     zeros and infinities). Gradients x / r^2 and -y / r^2, taken as 0 at the origin like torch."""
 
     _raw = True
+    _elementwise = 2
 
     @staticmethod
     def forward(ctx, a, b):
@@ -476,6 +485,7 @@ class Remainder(Function):
     piecewise constant: d/da = 1, d/db = -q."""
 
     _raw = True
+    _elementwise = 2
 
     @staticmethod
     def forward(ctx, a, b, truncate):
@@ -569,6 +579,7 @@ def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, no
         (Function,),
         {
             "_raw": True,
+            "_elementwise": 1,
             "_save_output": save_out,
             "forward": staticmethod(forward),
             "backward": staticmethod(backward),
@@ -828,6 +839,7 @@ Signbit, signbit = _unary("Signbit", np.signbit, _zero_grad, float_only=False)  
 # ----------------------------------------------------------------------------- clamp, where, copies
 class Clamp(Function):
     _raw = True
+    _elementwise = 3
 
     @staticmethod
     def forward(ctx, x, lo, hi):
@@ -925,6 +937,7 @@ def clamp_max(input, max):
 
 class Where(Function):
     _raw = True
+    _elementwise = 3
 
     @staticmethod
     def forward(ctx, cond, a, b):
@@ -1044,7 +1057,7 @@ def to_copy(x: Tensor, dtype: D.dtype, device, non_blocking: bool = False) -> Te
 def _compare(np_fn):
     def op(input, other):
         A, B, _ = _operands(input, other)
-        return _wrap_array(np_fn(A, B))
+        return _wrap_laid_out(np_fn(A, B), (input, other))
 
     op.__name__ = np_fn.__name__
     return op
@@ -1063,7 +1076,7 @@ def _logical(np_fn, name):
         if not (isinstance(input, Tensor) and isinstance(other, Tensor)):  # no Python number, unlike eq
             _two_tensors(name, input, other)
         A, B, _ = _operands(input, other)
-        return _wrap_array(np_fn(A, B))
+        return _wrap_laid_out(np_fn(A, B), (input, other))
 
     op.__name__ = name
     return op
@@ -1080,7 +1093,7 @@ def _bitwise(np_fn, name):
         A, B, dt = _operands(input, other)
         if dt.is_floating_point:
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{D.scalar_type_name(dt)}'")
-        return _wrap_array(np_fn(A, B))
+        return _wrap_laid_out(np_fn(A, B), (input, other))
 
     return op
 
@@ -1122,20 +1135,20 @@ bitwise_right_shift_ = _shift_(bitwise_right_shift, "bitwise_right_shift_")
 
 
 def logical_not(input):
-    return _wrap_array(np.logical_not(input._arr))
+    return _wrap_laid_out(np.logical_not(input._arr), (input,))
 
 
 def bitwise_not(input):
     if input._dtype.is_floating_point:
         _not_implemented("bitwise_not_cpu", input._dtype)
-    return _wrap_array(np.invert(input._arr))
+    return _wrap_laid_out(np.invert(input._arr), (input,))
 
 
 def invert(input):
     """The `~` operator: bitwise_not, but Python's operator refuses a float tensor with a TypeError."""
     if input._dtype.is_floating_point:
         raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
-    return _wrap_array(np.invert(input._arr))
+    return _wrap_laid_out(np.invert(input._arr), (input,))
 
 
 def equal(input, other) -> bool:
@@ -1143,20 +1156,20 @@ def equal(input, other) -> bool:
 
 
 def isnan(input):
-    return _wrap_array(np.isnan(input._arr))
+    return _wrap_laid_out(np.isnan(input._arr), (input,))
 
 
 def isinf(input):
-    return _wrap_array(np.isinf(input._arr))
+    return _wrap_laid_out(np.isinf(input._arr), (input,))
 
 
 def isfinite(input):
-    return _wrap_array(np.isfinite(input._arr))
+    return _wrap_laid_out(np.isfinite(input._arr), (input,))
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     A, B, _ = _operands(input, other)
-    return _wrap_array(np.isclose(A, B, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return _wrap_laid_out(np.isclose(A, B, rtol=rtol, atol=atol, equal_nan=equal_nan), (input, other))
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
@@ -1168,6 +1181,7 @@ class NanToNum(Function):
     gradient passes where the input is finite and is 0 where it was replaced."""
 
     _raw = True
+    _elementwise = 1
 
     @staticmethod
     def forward(ctx, x, nan, posinf, neginf):
@@ -1318,23 +1332,44 @@ def _rebase_history(t: Tensor, r: Tensor) -> None:
         t._output_nr = r._output_nr
         t._rg = True
         return
-    if not S.is_contiguous(base._shape, base._strides):
+    if not S.is_non_overlapping_and_dense(base._shape, base._strides):
         raise RuntimeError(
-            "in-place operation on a view of a non-contiguous tensor is not supported by autograd; "
+            "in-place operation on a view of an overlapping or strided tensor is not supported by autograd; "
             "clone() the base first"
         )
+    # the view's place in the base's storage; a dense base (contiguous, transposed, channels_last) starts at
+    # its own offset, and its gradient is handled in storage order (_storage_order)
     geom = (t._shape, t._strides, t._offset - base._offset)
+    order = _storage_order(base._shape, base._strides)
     node = _CopySlices._new_node((base, r))
     node.geom = geom
+    node.order = order
     base.grad_fn = node
     base._output_nr = 0
     base._rg = True
     vnode = AsStridedBackward0._new_node((base,))
     vnode.geom = geom
     vnode.base_shape = base._shape
+    vnode.order = order
     t.grad_fn = vnode
     t._output_nr = 0
     t._rg = True
+
+
+def _storage_order(shape, strides):
+    """None for a contiguous base; else the permutation of a dense base's dims, slowest first, under which it
+    is contiguous: a gradient permuted so and made contiguous lies in the base's storage order, where a view's
+    (shape, strides, offset) address it."""
+    if S.is_contiguous(shape, strides):
+        return None
+    return tuple(sorted(range(len(shape)), key=lambda d: (-strides[d], d)))
+
+
+def _unpermute(t, order):
+    inv = [0] * len(order)
+    for i, d in enumerate(order):
+        inv[d] = i
+    return t.permute(inv)
 
 
 class CopySlices(Function):
@@ -1349,13 +1384,16 @@ class CopySlices(Function):
         from .creation import ones
 
         shape, strides, offset = ctx.geom
-        g = g.contiguous()
+        order = ctx.order
+        g = g.contiguous() if order is None else g.permute(order).contiguous()  # in the base's storage order
         # the region's gradient goes to src, the rest to the old base: masks, not writes, so that
         # create_graph records both (zeroing in place under no_grad would hide the mask from double backward)
         with no_grad():
             keep = ones(g._shape, dtype=g.dtype, device=g.device)
             keep.as_strided(shape, strides, offset).zero_()
-        return g * keep, g.as_strided(shape, strides, g._offset + offset)
+        g_src = g.as_strided(shape, strides, g._offset + offset)
+        g_base = g * keep
+        return (g_base if order is None else _unpermute(g_base, order)), g_src
 
 
 class AsStridedView(Function):
@@ -1367,11 +1405,19 @@ class AsStridedView(Function):
 
     @staticmethod
     def backward(ctx, g):
+        shape, strides, offset = ctx.geom
+        order = ctx.order
+        base_shape = ctx.base_shape if order is None else tuple(ctx.base_shape[d] for d in order)
+        gb = AsStridedView._into_storage(g, shape, strides, offset, base_shape)
+        return gb if order is None else _unpermute(gb, order)
+
+    @staticmethod
+    def _into_storage(g, shape, strides, offset, base_shape):
+        """A contiguous base_shape gradient, zero but for `g` at the view's (shape, strides, offset)."""
         from .creation import zeros
 
-        shape, strides, offset = ctx.geom
-        gb = zeros(ctx.base_shape, dtype=g.dtype, device=g.device)
-        n = int(np.prod(ctx.base_shape))
+        gb = zeros(base_shape, dtype=g.dtype, device=g.device)
+        n = int(np.prod(base_shape))
         pos = np.lib.stride_tricks.as_strided(np.arange(n, dtype=np.int64)[offset:], shape,
                                               [s * 8 for s in strides]).reshape(-1) if n else None
         if pos is not None and np.unique(pos).size != pos.size:
@@ -1379,7 +1425,7 @@ class AsStridedView(Function):
             from .creation import tensor as _tensor
 
             flat = gb.reshape(-1).index_add(0, _tensor(pos, device=g.device), g.reshape(-1))
-            return flat.reshape(ctx.base_shape)
+            return flat.reshape(base_shape)
         gb.as_strided(shape, strides, offset).copy_(g)
         return gb
 
@@ -1606,6 +1652,7 @@ def addcdiv_(t, tensor1, tensor2, *, value=1):
 
 class Round(Function):
     _raw = True
+    _elementwise = 1
 
     @staticmethod
     def forward(ctx, x, decimals=0):

@@ -673,6 +673,7 @@ IndexAddBackward0 = torch_node(IndexPut, "IndexAddBackward0")
 IndexFillBackward0 = torch_node(IndexPut, "IndexFillBackward0")
 MaskedScatterBackward0 = torch_node(IndexPut, "MaskedScatterBackward0")
 MaskedFillBackward0 = torch_node(E.Where, "MaskedFillBackward0")
+MaskedFillBackward0._elementwise = 0  # torch's out-of-place masked_fill is contiguous
 
 
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:

@@ -12,7 +12,7 @@ from .._memory_format import contiguous_format
 from ..autograd.function import Function, _NoGradCtx
 from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
-from .elementwise import AsStridedView
+from .elementwise import AsStridedView, _storage_order
 
 
 class _TrackedView(Tensor):
@@ -28,10 +28,11 @@ class _TrackedView(Tensor):
         st = self._storage
         if st.version != version and fn is not None:
             base = self._base
-            if base is not None and base._rg and S.is_contiguous(base._shape, base._strides):
+            if base is not None and base._rg and S.is_non_overlapping_and_dense(base._shape, base._strides):
                 fn = RegeneratedViewBackward0._new_node((base,))
                 fn.geom = (self._shape, self._strides, self._offset - base._offset)
                 fn.base_shape = base._shape
+                fn.order = _storage_order(base._shape, base._strides)
                 self._output_nr = 0
             self.__dict__["_view_fn"] = (fn, st.version)
         return fn
