@@ -4,6 +4,9 @@ from . import functional, init, utils  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import __all__ as _modules_all
 from .modules.module import Module  # noqa: F401
-from .parameter import Parameter  # noqa: F401
+from .parameter import Buffer, Parameter, UninitializedBuffer, UninitializedParameter  # noqa: F401
 
-__all__ = ["Module", "Parameter", "functional", "init", "utils"] + list(_modules_all)
+__all__ = [
+    "Module", "Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer",
+    "functional", "init", "utils",
+] + list(_modules_all)

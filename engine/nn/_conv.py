@@ -1,4 +1,5 @@
-"""Convolution and pooling kernels: im2col through a strided view + one batched GEMM, col2im by kernel offset.
+"""Convolution and pooling kernels over 1 to 3 spatial dims: im2col through a strided view + one batched GEMM,
+col2im by kernel offset. Arrays are NumPy or CuPy: each kernel takes its array module from its data.
 
 Three bilinear Functions close over each other's derivatives, so every backward is itself differentiable:
 conv(x, w), its input gradient convT(g, w) (also the user-facing transposed convolution) and its weight
@@ -6,17 +7,30 @@ gradient wgrad(x, g). Pooling pairs each window op with its adjoint the same way
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .. import dtypes as D
 from ..autograd.function import Function
+from ..backend import backend_of_array
 from ..tensor import _wrap_array
 
 
-class Geometry:
-    """A 2-D sliding-window geometry over an (N, C, H, W) input. Pads are (top, bottom, left, right)."""
+def _xp(a):
+    """numpy or cupy, whichever owns `a`."""
+    return np if isinstance(a, np.ndarray) else backend_of_array(a).xp
 
-    __slots__ = ("in_shape", "kernel", "stride", "dilation", "pads", "groups", "out_hw")
+
+class Geometry:
+    """A sliding-window geometry over an (N, C, *spatial) input. Pads are (before, after) for each spatial
+    dim, (top, bottom, left, right) in 2-D; `out_hw` is the output's spatial size ((D, H, W) in 3-D)."""
+
+    __slots__ = (
+        "in_shape", "kernel", "stride", "dilation", "pads", "groups", "out_hw", "padded_hw", "_slices", "_idx"
+    )
 
     def __init__(self, in_shape, kernel, stride, dilation, pads, groups=1, out_hw=None):
         self.in_shape = tuple(in_shape)
@@ -25,85 +39,84 @@ class Geometry:
         self.dilation = tuple(dilation)
         self.pads = tuple(pads)
         self.groups = groups
+        pads = self.pads
+        self.padded_hw = tuple([i + pads[2 * d] + pads[2 * d + 1] for d, i in enumerate(self.in_shape[2:])])
         if out_hw is None:
-            _, _, h, w = self.in_shape
-            pt, pb, pl, pr = self.pads
-            out_hw = (
-                (h + pt + pb - self.dilation[0] * (self.kernel[0] - 1) - 1) // self.stride[0] + 1,
-                (w + pl + pr - self.dilation[1] * (self.kernel[1] - 1) - 1) // self.stride[1] + 1,
-            )
+            out_hw = [
+                (p - d * (k - 1) - 1) // s + 1
+                for p, k, s, d in zip(self.padded_hw, self.kernel, self.stride, self.dilation)
+            ]
         self.out_hw = tuple(out_hw)
+        self._slices = self._idx = None  # computed on first use, then shared by forward and backward
 
     @property
     def overlapping(self) -> bool:
         return any(s < (k - 1) * d + 1 for s, k, d in zip(self.stride, self.kernel, self.dilation))
 
-    @property
-    def padded_hw(self):
-        _, _, h, w = self.in_shape
-        pt, pb, pl, pr = self.pads
-        return h + pt + pb, w + pl + pr
+    def _inner(self):
+        """Index of the unpadded input inside the padded one (whose spatial size is `padded_hw`)."""
+        if self._idx is None:
+            p = self.pads
+            inner = [slice(p[2 * d], p[2 * d] + i) for d, i in enumerate(self.in_shape[2:])]
+            self._idx = (slice(None), slice(None), *inner)
+        return self._idx
 
     def pad(self, a, value=0.0):
         """The input padded (copies only when there is padding)."""
-        pt, pb, pl, pr = self.pads
-        if not (pt or pb or pl or pr):
+        if not any(self.pads):
             return a
-        n, c, h, w = a.shape
-        hp, wp = self.padded_hw
-        out = np.full((n, c, hp, wp), value, dtype=a.dtype)
-        out[:, :, pt : pt + h, pl : pl + w] = a
+        out = _xp(a).full(a.shape[:2] + self.padded_hw, value, dtype=a.dtype)
+        out[self._inner()] = a
         return out
 
     def windows(self, xp):
-        """View (no copy) of a padded input as (N, C, kh, kw, Ho, Wo)."""
-        n, c, _, _ = xp.shape
-        sn, sc, sh, sw = xp.strides
-        (kh, kw), (dh, dw), (st_h, st_w), (ho, wo) = self.kernel, self.dilation, self.stride, self.out_hw
-        return as_strided(
-            xp, (n, c, kh, kw, ho, wo), (sn, sc, dh * sh, dw * sw, st_h * sh, st_w * sw), writeable=False
+        """View (no copy) of a padded input as (N, C, *kernel, *out): (N, C, kh, kw, Ho, Wo) in 2-D."""
+        sn, sc, *sp = xp.strides
+        shape = xp.shape[:2] + self.kernel + self.out_hw
+        strides = (
+            sn, sc, *[d * s for d, s in zip(self.dilation, sp)], *[t * s for t, s in zip(self.stride, sp)]
         )
+        if isinstance(xp, np.ndarray):
+            if xp.flags.c_contiguous:  # a view straight over the buffer: ~1 µs, as_strided takes ~10
+                return np.ndarray(shape, xp.dtype, buffer=xp, strides=strides)
+            return as_strided(xp, shape, strides, writeable=False)
+        return _xp(xp).lib.stride_tricks.as_strided(xp, shape, strides)
 
     def offset_slices(self):
-        """For each kernel offset (i, j): the padded-input slice its window elements come from."""
-        (kh, kw), (dh, dw), (sh, sw), (ho, wo) = self.kernel, self.dilation, self.stride, self.out_hw
-        for i in range(kh):
-            for j in range(kw):
-                yield (
-                    i,
-                    j,
-                    (
-                        slice(None),
-                        slice(None),
-                        slice(i * dh, i * dh + sh * (ho - 1) + 1, sh),
-                        slice(j * dw, j * dw + sw * (wo - 1) + 1, sw),
-                    ),
-                )
+        """For each kernel offset, as its row-major index k (i * kw + j in 2-D): (k, the padded-input slice
+        its window elements come from)."""
+        if self._slices is None:
+            spans = [
+                [slice(i * d, i * d + s * (o - 1) + 1, s) for i in range(k)]
+                for k, d, s, o in zip(self.kernel, self.dilation, self.stride, self.out_hw)
+            ]
+            everything = (slice(None), slice(None))
+            self._slices = [(k, everything + sl) for k, sl in enumerate(itertools.product(*spans))]
+        return self._slices
 
     def crop(self, a):
-        pt, _, pl, _ = self.pads
-        _, _, h, w = self.in_shape
-        return a[:, :, pt : pt + h, pl : pl + w]
+        return a[self._inner()]
 
 
 def im2col(x, geom: Geometry):
-    """Columns (N, G, C/G*kh*kw, Ho*Wo): one copy out of a strided view of the padded input."""
+    """Columns (N, G, C/G*prod(kernel), prod(out)): one copy out of a strided view of the padded input."""
     n, c = x.shape[:2]
+    xp = _xp(x)
     view = geom.windows(geom.pad(x))
-    cols = np.empty(view.shape, dtype=x.dtype)
-    np.copyto(cols, view)  # faster than reshape's internal copy of a 6-D strided view
-    ho, wo = geom.out_hw
-    return cols.reshape(n, geom.groups, (c // geom.groups) * geom.kernel[0] * geom.kernel[1], ho * wo)
+    cols = xp.empty(view.shape, dtype=x.dtype)
+    xp.copyto(cols, view)  # faster than reshape's internal copy of a 6-D strided view
+    return cols.reshape(n, geom.groups, (c // geom.groups) * math.prod(geom.kernel), math.prod(geom.out_hw))
 
 
 def col2im(cols, geom: Geometry, dtype):
-    """Adjoint of im2col: sum columns (N, C, kh, kw, Ho, Wo) back into the input, a pass per offset."""
+    """Adjoint of im2col: sum columns (N, C, *kernel, *out) back into the input, a pass per offset."""
     n, c = geom.in_shape[:2]
-    hp, wp = geom.padded_hw
-    out = np.zeros((n, c, hp, wp), dtype=dtype)
-    for i, j, sl in geom.offset_slices():
-        out[sl] += cols[:, :, i, j]
-    return np.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
+    xp = _xp(cols)
+    cols = cols.reshape(n, c, -1, *geom.out_hw)
+    out = xp.zeros((n, c, *geom.padded_hw), dtype=dtype)
+    for k, sl in geom.offset_slices():
+        out[sl] += cols[:, :, k]
+    return xp.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
 
 
 def _conv_fwd(x, w, geom: Geometry, cols=None):
@@ -112,37 +125,36 @@ def _conv_fwd(x, w, geom: Geometry, cols=None):
     o = w.shape[0]
     if cols is None:
         cols = im2col(x, geom)
-    y = np.matmul(w.reshape(g, o // g, -1), cols)  # (N, G, O/G, L): already in NCHW order
+    y = _xp(x).matmul(w.reshape(g, o // g, -1), cols)  # (N, G, O/G, L): already in NCHW order
     return y.reshape(n, o, *geom.out_hw), cols
 
 
 def _conv_input_grad(gy, w, geom: Geometry):
     g = geom.groups
     n, o = gy.shape[:2]
-    c = geom.in_shape[1]
-    kh, kw = geom.kernel
     if g == 1:
         return _conv_input_grad_batch_last(gy, w, geom)
-    cols = np.matmul(w.reshape(g, o // g, -1).transpose(0, 2, 1), gy.reshape(n, g, o // g, -1))
-    return col2im(cols.reshape(n, c, kh, kw, *geom.out_hw), geom, gy.dtype)
+    cols = _xp(gy).matmul(w.reshape(g, o // g, -1).transpose(0, 2, 1), gy.reshape(n, g, o // g, -1))
+    return col2im(cols, geom, gy.dtype)
 
 
 def _conv_input_grad_batch_last(gy, w, geom: Geometry):
-    """Input gradient in a (C, H, W, N) layout: one small GEMM per kernel offset, added in place.
+    """Input gradient in a (C, *spatial, N) layout: one small GEMM per kernel offset, added in place.
 
     With the batch innermost, each offset's target window is a few long contiguous runs (Wo * N floats),
     and no (C*kh*kw, L*N) column buffer is ever materialised: that buffer and the short-run (Wo floats)
     scatter of NCHW col2im were most of a small conv's backward."""
     n, o = gy.shape[:2]
     c = geom.in_shape[1]
-    ho, wo = geom.out_hw
-    gyt = np.ascontiguousarray(gy.transpose(1, 2, 3, 0)).reshape(o, ho * wo * n)
-    wt = np.ascontiguousarray(w.transpose(2, 3, 1, 0))  # (kh, kw, C, O): one (C, O) matrix per offset
-    out = np.zeros((c, *geom.padded_hw, n), dtype=gy.dtype)
-    for i, j, sl in geom.offset_slices():
-        window = out[:, sl[2], sl[3]]
-        window += np.matmul(wt[i, j], gyt).reshape(c, ho, wo, n)
-    return np.ascontiguousarray(geom.crop(out.transpose(3, 0, 1, 2)))
+    xp = _xp(gy)
+    nd = gy.ndim
+    gyt = xp.ascontiguousarray(gy.transpose(*range(1, nd), 0)).reshape(o, -1)
+    wt = xp.ascontiguousarray(w.reshape(o, c, -1).transpose(2, 1, 0))  # (K, C, O): a (C, O) matrix per offset
+    out = xp.zeros((c, *geom.padded_hw, n), dtype=gy.dtype)
+    for k, sl in geom.offset_slices():
+        window = out[sl[1:]]
+        window += xp.matmul(wt[k], gyt).reshape(c, *geom.out_hw, n)
+    return xp.ascontiguousarray(geom.crop(out.transpose(nd - 1, *range(nd - 1))))
 
 
 def _conv_weight_grad(x, gy, geom: Geometry, w_shape, cols=None):
@@ -152,7 +164,7 @@ def _conv_weight_grad(x, gy, geom: Geometry, w_shape, cols=None):
         cols = im2col(x, geom)
     gyr = gy.reshape(n, g, o // g, -1)
     # sum over the batch of (O/G, L) @ (L, K) per group: batched GEMMs then one reduction
-    gw = np.matmul(gyr, cols.transpose(0, 1, 3, 2)).sum(0)
+    gw = _xp(x).matmul(gyr, cols.transpose(0, 1, 3, 2)).sum(0)
     return gw.reshape(w_shape)
 
 
@@ -165,7 +177,7 @@ class Convolution(Function):
     def forward(ctx, x, w, b, geom):
         y, cols = _conv_fwd(x._arr, w._arr, geom)
         if b is not None:
-            y += b._arr.reshape(1, -1, 1, 1)
+            y += b._arr.reshape((1, -1) + (1,) * len(geom.kernel))
         ctx.save_for_backward(x, w)
         ctx.geom = geom
         if ctx.needs_input_grad and ctx.needs_input_grad[1]:
@@ -182,7 +194,7 @@ class Convolution(Function):
             if ctx.needs_input_grad[1]
             else None
         )
-        gb = g.sum((0, 2, 3)) if ctx.needs_input_grad[2] else None
+        gb = g.sum((0, *range(2, g.ndim))) if ctx.needs_input_grad[2] else None
         return gx, gw, gb, None
 
 
@@ -233,28 +245,33 @@ class MaxPool(Function):
     @staticmethod
     def forward(ctx, x, geom):
         a = x._arr
-        if not x._dtype.is_floating_point:
-            raise RuntimeError(f"\"max_pool2d\" not implemented for '{x._dtype.name.capitalize()}'")
-        xp = geom.pad(a, -np.inf)
+        m = _xp(a)
+        dt = x._dtype
+        if dt is D.bool_ or dt.is_complex:
+            raise NotImplementedError(
+                f"\"max_pool{len(geom.kernel)}d\" not implemented for '{D.scalar_type_name(dt)}'"
+            )
+        # integers pool too, as torch's do: their padding is the smallest value of the type
+        xp = geom.pad(a, -np.inf if dt.is_floating_point else np.iinfo(a.dtype).min)
         # offsets are visited in increasing order, so "last offset whose value beat the running max" is
         # max(arg, k * (v > best)): vectorised, unlike a masked copy (4x faster on a LeNet pool)
-        arg_dtype = np.uint8 if geom.kernel[0] * geom.kernel[1] <= 256 else np.int32
+        arg_dtype = np.uint8 if math.prod(geom.kernel) <= 256 else np.int32
         best = arg = beat = None
-        for i, j, sl in geom.offset_slices():
+        for k, sl in geom.offset_slices():
             v = xp[sl]
             if best is None:
                 best = v.copy()
-                arg = np.zeros(best.shape, dtype=arg_dtype)
-                beat = np.empty(best.shape, dtype=bool)
+                arg = m.zeros(best.shape, dtype=arg_dtype)
+                beat = m.empty(best.shape, dtype=bool)
                 continue
             # strict '>' keeps the first maximum, like PyTorch; np.maximum lets NaN through
-            np.greater(v, best, out=beat)
-            np.maximum(arg, beat.astype(arg_dtype) * arg_dtype(i * geom.kernel[1] + j), out=arg)
-            np.maximum(best, v, out=best)
-        nan = np.isnan(best)
-        if nan.any():  # PyTorch's index of a NaN window is its last NaN (a NaN always replaces the max)
-            for i, j, sl in geom.offset_slices():
-                arg[nan & np.isnan(xp[sl])] = i * geom.kernel[1] + j
+            m.greater(v, best, out=beat)
+            m.maximum(arg, beat.astype(arg_dtype) * arg_dtype(k), out=arg)
+            m.maximum(best, v, out=best)
+        nan = m.isnan(best) if dt.is_floating_point else None
+        if nan is not None and nan.any():  # PyTorch's index of a NaN window is its last NaN
+            for k, sl in geom.offset_slices():
+                arg[nan & m.isnan(xp[sl])] = k
         ctx.geom = geom
         ctx.arg = arg
         return best, arg
@@ -273,16 +290,16 @@ class MaxUnpoolAdd(Function):
     def forward(ctx, g, geom, arg):
         ctx.geom, ctx.arg = geom, arg
         ga = g._arr
+        xp = _xp(ga)
         n, c = geom.in_shape[:2]
-        out = np.zeros((n, c, *geom.padded_hw), dtype=ga.dtype)
-        kw = geom.kernel[1]
+        out = xp.zeros((n, c, *geom.padded_hw), dtype=ga.dtype)
         disjoint = not geom.overlapping
-        for i, j, sl in geom.offset_slices():
+        for k, sl in geom.offset_slices():
             if disjoint:  # each input element is in one window at most: write, don't accumulate
-                np.multiply(ga, arg == i * kw + j, out=out[sl])
+                xp.multiply(ga, arg == k, out=out[sl])
             else:
-                out[sl] += ga * (arg == i * kw + j)
-        return np.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
+                out[sl] += ga * (arg == k)
+        return xp.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
 
     @staticmethod
     def backward(ctx, gg):
@@ -298,10 +315,10 @@ class MaxPoolGather(Function):
     def forward(ctx, x, geom, arg):
         ctx.geom, ctx.arg = geom, arg
         xp = geom.pad(x._arr, 0.0)
-        out = np.zeros(arg.shape, dtype=x._arr.dtype)
-        kw = geom.kernel[1]
-        for i, j, sl in geom.offset_slices():
-            np.copyto(out, xp[sl], where=arg == i * kw + j)
+        m = _xp(xp)
+        out = m.zeros(arg.shape, dtype=x._arr.dtype)
+        for k, sl in geom.offset_slices():
+            m.copyto(out, xp[sl], where=arg == k)
         return out
 
     @staticmethod
@@ -310,18 +327,22 @@ class MaxPoolGather(Function):
 
 
 def max_indices(arg, geom: Geometry):
-    """PyTorch's return_indices: flat h * W + w positions in the unpadded input plane."""
-    kw = geom.kernel[1]
-    ho, wo = geom.out_hw
-    arg = arg.astype(np.int64)
-    i, j = arg // kw, arg % kw
-    h = np.arange(ho).reshape(-1, 1) * geom.stride[0] - geom.pads[0] + i * geom.dilation[0]
-    w = np.arange(wo).reshape(1, -1) * geom.stride[1] - geom.pads[2] + j * geom.dilation[1]
-    return h * geom.in_shape[3] + w
+    """PyTorch's return_indices: flat row-major positions in the unpadded input volume (h * W + w in 2-D)."""
+    xp = _xp(arg)
+    nd = len(geom.kernel)
+    offsets = xp.unravel_index(arg.astype(np.int64), geom.kernel)  # each window element's offset, per dim
+    flat = 0
+    for d, (o, s, lo, dil, size) in enumerate(
+        zip(geom.out_hw, geom.stride, geom.pads[0::2], geom.dilation, geom.in_shape[2:])
+    ):
+        start = (xp.arange(o, dtype=np.int64) * s - lo).reshape((-1,) + (1,) * (nd - 1 - d))
+        flat = flat * size + start + offsets[d] * dil
+    return flat
 
 
 class WindowSum(Function):
-    """Sum over each window divided by `divisor` (an array broadcastable to (Ho, Wo)): average pooling."""
+    """Sum over each window divided by `divisor` (an array broadcastable to the output's spatial size, e.g.
+    (Ho, Wo)): average pooling."""
 
     _raw = True
 
@@ -329,10 +350,11 @@ class WindowSum(Function):
     def forward(ctx, x, geom, divisor):
         ctx.geom, ctx.divisor = geom, divisor
         xp = geom.pad(x._arr, 0.0)
+        m = _xp(xp)
         out = None
-        for _, _, sl in geom.offset_slices():
-            out = xp[sl].copy() if out is None else np.add(out, xp[sl], out=out)
-        out /= divisor
+        for _, sl in geom.offset_slices():
+            out = xp[sl].copy() if out is None else m.add(out, xp[sl], out=out)
+        out /= m.asarray(divisor)
         return out
 
     @staticmethod
@@ -348,12 +370,13 @@ class WindowSumT(Function):
     @staticmethod
     def forward(ctx, g, geom, divisor):
         ctx.geom, ctx.divisor = geom, divisor
-        share = g._arr / divisor
+        xp = _xp(g._arr)
+        share = g._arr / xp.asarray(divisor)
         n, c = geom.in_shape[:2]
-        out = np.zeros((n, c, *geom.padded_hw), dtype=share.dtype)
-        for _, _, sl in geom.offset_slices():
+        out = xp.zeros((n, c, *geom.padded_hw), dtype=share.dtype)
+        for _, sl in geom.offset_slices():
             out[sl] += share
-        return np.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
+        return xp.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
 
     @staticmethod
     def backward(ctx, gg):

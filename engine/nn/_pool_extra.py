@@ -1,8 +1,10 @@
-"""More pooling as functions: adaptive average/max (1-D, 2-D), max pooling with indices, max unpooling and
+"""More pooling as functions: adaptive average/max (1-D to 3-D), max pooling with indices, max unpooling and
 power-average (LP) pooling. Adaptive max is one fused node on the CPU; the rest are built from index ops and
 the existing pools, so autograd comes with them."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -70,21 +72,28 @@ def _adaptive_windows(n_in: int, n_out: int) -> np.ndarray:
     return np.minimum(start[:, None] + np.arange(longest), end[:, None] - 1)
 
 
-def _window_max(planes: np.ndarray, oh: int, ow: int):
-    """(values, flat h * W + w indices) of the max over each adaptive window of (L, H, W) planes. Ties give
-    the first position in row-major order; a window holding NaN gives its last NaN (torch's kernel)."""
-    n, h, w = planes.shape
-    if h % oh == 0 and w % ow == 0:  # equal windows that tile the plane: a reshape, no gather
-        kh, kw = h // oh, w // ow
-        win = planes.reshape(n, oh, kh, ow, kw).transpose(0, 1, 3, 2, 4).reshape(n, oh, ow, kh * kw)
-        rows = (np.arange(oh)[:, None] * kh + np.arange(kh))[:, None, :, None]
-        cols = (np.arange(ow)[:, None] * kw + np.arange(kw))[None, :, None, :]
+def _window_max(planes: np.ndarray, out: tuple):
+    """(values, flat row-major indices) of the max over each adaptive window of (L, *spatial) planes:
+    h * W + w in 2-D. Ties give the first position in row-major order; a window holding NaN gives its last
+    NaN (torch's kernel)."""
+    n, *size = planes.shape
+    nd = len(size)
+    if all(i % o == 0 for i, o in zip(size, out)):  # equal windows that tile the volume: a reshape, no gather
+        ks = [i // o for i, o in zip(size, out)]
+        win = planes.reshape(n, *[v for o, k in zip(out, ks) for v in (o, k)])
+        win = win.transpose(0, *range(1, 2 * nd, 2), *range(2, 2 * nd + 1, 2)).reshape(n, *out, -1)
+        pos = [np.arange(o)[:, None] * k + np.arange(k) for o, k in zip(out, ks)]
     else:  # every window padded to the longest by repeating its last position (same max, same first index)
-        rows = _adaptive_windows(h, oh)[:, None, :, None]
-        cols = _adaptive_windows(w, ow)[None, :, None, :]
-        flat = (rows * w + cols).reshape(-1)
-        win = np.take(planes.reshape(n, h * w), flat, 1, mode="clip").reshape(n, oh, ow, -1)
-    where = (rows * w + cols).reshape(oh, ow, -1)
+        pos = [_adaptive_windows(i, o) for i, o in zip(size, out)]
+        win = None
+    where = 0  # (*out, *window) flat positions, built one dim at a time
+    for d in range(nd):
+        shape = [1] * (2 * nd)
+        shape[d], shape[nd + d] = pos[d].shape
+        where = where * size[d] + pos[d].reshape(shape)
+    where = where.reshape(*out, -1)
+    if win is None:
+        win = np.take(planes.reshape(n, -1), where.reshape(-1), 1, mode="clip").reshape(n, *out, -1)
     arg = win.argmax(-1)[..., None]
     values = np.take_along_axis(win, arg, -1)[..., 0]
     nan = np.isnan(values)
@@ -95,80 +104,110 @@ def _window_max(planes: np.ndarray, oh: int, ow: int):
     return values, idx
 
 
-class AdaptiveMaxPool2d(Function):
-    """Max over adaptive windows in one node; backward adds each gradient at its max's position."""
+class AdaptiveMaxPool(Function):
+    """Max over adaptive windows of the last len(out) dims in one node; backward adds each gradient at its
+    max's position."""
 
     _raw = True
 
     @staticmethod
-    def forward(ctx, x, oh, ow):
-        *lead, h, w = x._shape
-        values, idx = _window_max(x._arr.reshape(-1, h, w), oh, ow)
-        ctx.in_shape, ctx.idx = x._shape, idx
-        ctx.overlap = h % oh != 0 or w % ow != 0
-        return values.reshape(*lead, oh, ow), idx.reshape(*lead, oh, ow)
+    def forward(ctx, x, out):
+        nd = len(out)
+        lead, size = x._shape[:-nd], x._shape[-nd:]
+        values, idx = _window_max(x._arr.reshape(-1, *size), out)
+        ctx.in_shape, ctx.idx, ctx.volume = x._shape, idx, math.prod(size)
+        ctx.overlap = any(i % o for i, o in zip(size, out))
+        return values.reshape(*lead, *out), idx.reshape(*lead, *out)
 
     @staticmethod
     def backward(ctx, g, _):
-        n, (h, w) = ctx.idx.shape[0], ctx.in_shape[-2:]
+        n, volume = ctx.idx.shape[0], ctx.volume
         if state.grad_enabled:  # create_graph: a scatter that autograd differentiates (its backward gathers)
             idx = _wrap_array(ctx.idx.reshape(n, -1))
-            gi = scatter_into_zeros((n, h * w), 1, idx, g.reshape(n, -1))
-            return gi.reshape(ctx.in_shape), None, None
-        pos = (ctx.idx.reshape(n, -1) + np.arange(n)[:, None] * (h * w)).reshape(-1)
-        gi = np.zeros(n * h * w, g._arr.dtype)
+            gi = scatter_into_zeros((n, volume), 1, idx, g.reshape(n, -1))
+            return gi.reshape(ctx.in_shape), None
+        pos = (ctx.idx.reshape(n, -1) + np.arange(n)[:, None] * volume).reshape(-1)
+        gi = np.zeros(n * volume, g._arr.dtype)
         if ctx.overlap:  # windows share positions: accumulate
             np.add.at(gi, pos, g._arr.reshape(-1))
         else:
             gi[pos] = g._arr.reshape(-1)
-        return _wrap_array(gi.reshape(ctx.in_shape)), None, None
+        return _wrap_array(gi.reshape(ctx.in_shape)), None
 
 
-_ADAPTIVE_MAX = torch_node(AdaptiveMaxPool2d, "AdaptiveMaxPool2DBackward0")
+_ADAPTIVE_MAX = {d: torch_node(AdaptiveMaxPool, f"AdaptiveMaxPool{d}DBackward0") for d in (2, 3)}
+
+
+def _adaptive_sizes(output_size, size: tuple, message: str) -> tuple:
+    """torch's adaptive output size: an int for every dim, or a sequence with None keeping that input size."""
+    if not isinstance(output_size, (tuple, list)):
+        return (int(output_size),) * len(size)
+    if len(output_size) != len(size):
+        raise RuntimeError(message)
+    return tuple(i if o is None else int(o) for o, i in zip(output_size, size))
+
+
+def _adaptive_max_nd(input: Tensor, output_size, return_indices: bool, dims: int, kernel: str):
+    """Max over torch's adaptive windows, one fused node on the CPU (see _window_max); on a GPU, windows
+    gathered with index_select. Indices are flat row-major positions in each (D, H, W) volume, like
+    torch's."""
+    name = f"adaptive_max_pool{dims}d"
+    if input.ndim not in (dims + 1, dims + 2):
+        raise RuntimeError(
+            f"{name}(): Expected {dims + 1}D or {dims + 2}D tensor, but got: {list(input._shape)}"
+        )
+    out = _adaptive_sizes(output_size, input._shape[-dims:],
+                          f"{name}(): internal error: output_size.size() must be {dims}")
+    _check_nonempty(input, name, input.ndim - dims - 1)
+    if min(out) < 0:
+        shape = list(input._shape[:-dims]) + list(out)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(out)}: {shape}")
+    if not input._dtype.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.scalar_type_name(input._dtype)}'")
+    if not input.is_cuda and input.numel() and min(out):
+        values, idx = _ADAPTIVE_MAX[dims].apply(input, out)
+        return (values, idx) if return_indices else values
+    return _adaptive_max_by_index_ops(input, out, return_indices)
 
 
 def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
-    """Max over torch's adaptive windows, one fused node on the CPU (see _window_max); on a GPU, windows
-    gathered with index_select. Indices are flat h * W + w positions, like torch's."""
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got: {list(input._shape)}")
-    h, w = input._shape[-2:]
-    if isinstance(output_size, (tuple, list)):
-        if len(output_size) != 2:
-            raise RuntimeError("adaptive_max_pool2d(): internal error: output_size.size() must be 2")
-        oh, ow = (h if output_size[0] is None else int(output_size[0])), (w if output_size[1] is None
-                                                                          else int(output_size[1]))
-    else:
-        oh = ow = int(output_size)
-    _check_nonempty(input, "adaptive_max_pool2d", input.ndim - 3)
-    if oh < 0 or ow < 0:
-        shape = list(input._shape[:-2]) + [oh, ow]
-        raise RuntimeError(f"Trying to create tensor with negative dimension {min(oh, ow)}: {shape}")
-    if not input._dtype.is_floating_point:
-        raise NotImplementedError(
-            f"\"adaptive_max_pool2d\" not implemented for '{D.scalar_type_name(input._dtype)}'"
-        )
-    if not input.is_cuda and input.numel() and oh and ow:
-        values, idx = _ADAPTIVE_MAX.apply(input, oh, ow)
-        return (values, idx) if return_indices else values
-    return _adaptive_max_by_index_ops(input, oh, ow, return_indices)
+    return _adaptive_max_nd(input, output_size, return_indices, 2, "adaptive_max_pool2d")
 
 
-def _adaptive_max_by_index_ops(input: Tensor, oh: int, ow: int, return_indices: bool):
-    """The GPU path: every window (padded by repeating its last element) gathered with two index_selects,
-    then a max over the window."""
-    h, w = input._shape[-2:]
-    rows, cols = _adaptive_windows(h, oh), _adaptive_windows(w, ow)
-    lead = input._shape[:-2]
-    x = input.index_select(-2, _wrap_array(rows.reshape(-1))).index_select(-1, _wrap_array(cols.reshape(-1)))
+def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
+    return _adaptive_max_nd(input, output_size, return_indices, 3, "adaptive_max_pool3d_cpu")
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices: bool = False):
+    """(values, indices) always, like torch's: `return_indices` is accepted and ignored."""
+    return adaptive_max_pool3d(input, output_size, True)
+
+
+def _adaptive_max_by_index_ops(input: Tensor, out: tuple, return_indices: bool):
+    """The GPU path: every window (padded by repeating its last element) gathered with one index_select per
+    dim, then a max over the window."""
+    nd = len(out)
+    size = input._shape[-nd:]
+    lead = input._shape[:-nd]
     b = len(lead)
-    x = x.reshape(*lead, oh, rows.shape[1], ow, cols.shape[1]).transpose(b + 1, b + 2)
-    values, arg = x.reshape(*lead, oh, ow, -1).max(-1)
+    pos = [_adaptive_windows(i, o) for i, o in zip(size, out)]
+    x = input
+    for d, p in enumerate(pos):
+        x = x.index_select(b + d, _wrap_array(p.reshape(-1)))
+    x = x.reshape(*lead, *[v for p in pos for v in p.shape])  # (*lead, o1, L1, o2, L2, ...)
+    x = x.permute(*range(b), *range(b, b + 2 * nd, 2), *range(b + 1, b + 2 * nd, 2))
+    values, arg = x.reshape(*lead, *out, -1).max(-1)
     if not return_indices:
         return values
-    flat = (rows[:, None, :, None] * w + cols[None, :, None, :]).reshape(oh, ow, -1)
-    idx = np.take_along_axis(np.broadcast_to(flat, arg._arr.shape + flat.shape[-1:]), arg._arr[..., None], -1)
-    return values, _wrap_array(idx[..., 0].astype(np.int64))
+    where = 0
+    for d in range(nd):
+        shape = [1] * (2 * nd)
+        shape[d], shape[nd + d] = pos[d].shape
+        where = where * size[d] + pos[d].reshape(shape)
+    flat = np.asarray(where).reshape(*out, -1)
+    a = arg.cpu().numpy()
+    idx = np.take_along_axis(np.broadcast_to(flat, a.shape + flat.shape[-1:]), a[..., None], -1)
+    return values, _wrap_array(idx[..., 0].astype(np.int64)).to(input.device)
 
 
 def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
@@ -188,9 +227,23 @@ def max_pool2d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, 
     return F.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
+def max_pool3d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode: bool = False, return_indices: bool = False):
+    return F.max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
 def max_pool1d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                             ceil_mode: bool = False, return_indices: bool = False):
     return F.max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size, return_indices: bool = False):
+    """(values, indices) always, like torch's: `return_indices` is accepted and ignored."""
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size, return_indices: bool = False):
+    return adaptive_max_pool1d(input, output_size, True)
 
 
 # ----------------------------------------------------------------------------- max unpooling
@@ -215,16 +268,22 @@ def _unpool_size(input: Tensor, kernel, stride, padding, output_size, dims: int)
     return size
 
 
-def _unpool_plane(input: Tensor, indices: Tensor, h: int, w: int) -> Tensor:
-    """Each value written at its flat index of an (h, w) plane of zeros (a scatter; backward gathers)."""
-    if input.ndim not in (3, 4):
+def _unpool_volume(input: Tensor, indices: Tensor, size) -> Tensor:
+    """Each value written at its flat index of a `size` volume of zeros (a scatter; backward gathers)."""
+    dims = len(size)
+    if input.ndim not in (dims + 1, dims + 2):
         raise RuntimeError(
-            "Input to max_unpooling2d should be a 3d or 4d Tensor, but got a tensor with "
+            f"Input to max_unpooling{dims}d should be a {dims + 1}d or {dims + 2}d Tensor, but got a tensor "
+            "with "
             f"{input.ndim} dimensions."
         )
     if indices._dtype is not D.int64:
-        raise RuntimeError(
-            f"elements in indices should be type int64 but got: {D.scalar_type_name(indices._dtype)}"
+        # (torch's 3-D message is shorter)
+        got = f" but got: {D.scalar_type_name(indices._dtype)}" if dims == 2 else ""
+        raise RuntimeError(f"elements in indices should be type int64{got}")
+    if dims == 3 and not input._dtype.is_floating_point:
+        raise NotImplementedError(
+            f"\"max_unpool3d\" not implemented for '{D.scalar_type_name(input._dtype)}'"
         )
     if indices._shape != input._shape:
         raise RuntimeError(
@@ -232,14 +291,16 @@ def _unpool_plane(input: Tensor, indices: Tensor, h: int, w: int) -> Tensor:
             f"got indices tensor with shape: {list(indices._shape)}"
         )
     idx = indices._arr
-    bad = (idx < 0) | (idx >= h * w)
+    volume = math.prod(size)
+    bad = (idx < 0) | (idx >= volume)
     if bad.any():
         first = idx[bad].flat[0]
-        raise RuntimeError(f"Found an invalid max index: {first} (output volumes are of size {h}x{w})")
-    lead = input._shape[:-2]
-    plane = zeros(*lead, h * w, dtype=input.dtype, device=input.device)
-    flat_idx = indices.reshape(*lead, -1)
-    return plane.scatter(-1, flat_idx, input.reshape(*lead, -1)).reshape(*lead, h, w)
+        raise RuntimeError(
+            f"Found an invalid max index: {first} (output volumes are of size {'x'.join(map(str, size))})"
+        )
+    lead = input._shape[:-dims]
+    flat = zeros(*lead, volume, dtype=input.dtype, device=input.device)
+    return flat.scatter(-1, indices.reshape(*lead, -1), input.reshape(*lead, -1)).reshape(*lead, *size)
 
 
 def _n(value, n: int) -> tuple:
@@ -252,8 +313,16 @@ def max_unpool2d(
     """Inverse of max_pool2d: values back at their indices, zeros elsewhere."""
     k = _n(kernel_size, 2)
     s = _n(stride if stride is not None else kernel_size, 2)
-    h, w = _unpool_size(input, k, s, _n(padding, 2), output_size, 2)
-    return _unpool_plane(input, indices, h, w)
+    return _unpool_volume(input, indices, _unpool_size(input, k, s, _n(padding, 2), output_size, 2))
+
+
+def max_unpool3d(
+    input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None
+) -> Tensor:
+    """Inverse of max_pool3d: values back at their flat (d * H + h) * W + w indices, zeros elsewhere."""
+    k = _n(kernel_size, 3)
+    s = _n(stride if stride is not None else kernel_size, 3)
+    return _unpool_volume(input, indices, _unpool_size(input, k, s, _n(padding, 3), output_size, 3))
 
 
 def max_unpool1d(
@@ -263,7 +332,7 @@ def max_unpool1d(
     k = _n(kernel_size, 1)
     s = _n(stride if stride is not None else kernel_size, 1)
     (length,) = _unpool_size(input, k, s, _n(padding, 1), output_size, 1)
-    return _unpool_plane(input.unsqueeze(-1), indices.unsqueeze(-1), length, 1).squeeze(-1)
+    return _unpool_volume(input.unsqueeze(-1), indices.unsqueeze(-1), (length, 1)).squeeze(-1)
 
 
 # ----------------------------------------------------------------------------- power-average pooling
@@ -279,3 +348,13 @@ def lp_pool1d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mo
     (k,) = _n(kernel_size, 1)
     mean = F.avg_pool1d(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
     return (mean * k).pow(1.0 / norm_type)
+
+
+def lp_pool3d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """(sum over each (kT, kH, kW) window of x^p)^(1/p): the window average of x^p times the window size."""
+    if isinstance(kernel_size, int):
+        kd = kh = kw = kernel_size
+    else:
+        kd, kh, kw = kernel_size  # torch's own unpacking, and its ValueError for another length
+    mean = F.avg_pool3d(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
+    return (mean * (kd * kh * kw)).pow(1.0 / norm_type)

@@ -57,8 +57,8 @@ _BCE = torch_node(FU.BinaryCrossEntropy, "BinaryCrossEntropyBackward0")
 _BCE_LOGITS = torch_node(FU.BinaryCrossEntropyWithLogits, "BinaryCrossEntropyWithLogitsBackward0")
 _CONVOLUTION = torch_node(C.Convolution, "ConvolutionBackward0")
 _CONV_TRANSPOSE = torch_node(C.ConvTranspose, "ConvolutionBackward0")
-_MAX_POOL = torch_node(C.MaxPool, "MaxPool2DWithIndicesBackward0")
-_AVG_POOL = torch_node(C.WindowSum, "AvgPool2DBackward0")
+_MAX_POOL = {d: torch_node(C.MaxPool, f"MaxPool{d}DWithIndicesBackward0") for d in (2, 3)}
+_AVG_POOL = {d: torch_node(C.WindowSum, f"AvgPool{d}DBackward0") for d in (2, 3)}
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -182,6 +182,55 @@ def _batched(input: Tensor, dims: int, name: str):
     )
 
 
+def _conv_nd(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups: int, dims: int,
+             name: str) -> Tensor:
+    """Cross-correlation over `dims` spatial dims: im2col through a strided view + one batched GEMM."""
+    x, unbatched = _batched(input, dims, name)
+    if weight.ndim != dims + 2:
+        raise RuntimeError(
+            f"Expected {dims + 2}-dimensional weight for {dims + 2}-dimensional input {list(x._shape)}, but "
+            "got "
+            f"{weight.ndim}-dimensional weight of size {list(weight._shape)} instead"
+        )
+    kernel = weight._shape[2:]
+    stride, dilation = _tuple(stride, dims, "stride"), _tuple(dilation, dims, "dilation")
+    if min(stride) <= 0:
+        raise RuntimeError("non-positive stride is not supported")
+    if min(dilation) <= 0:
+        raise RuntimeError(f"dilation should be greater than zero, but got {list(dilation)}")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    pads = _conv_pads(padding, kernel, stride, dilation, dims)
+    c = x._shape[1]
+    if weight._shape[0] % groups:
+        raise RuntimeError(
+            f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but got "
+            "weight "
+            f"of size [{list(weight._shape)}] instead"
+        )
+    if c != weight._shape[1] * groups:
+        raise RuntimeError(
+            f"Given groups={groups}, weight of size {list(weight._shape)}, expected input{list(x._shape)} "
+            f"to have {weight._shape[1] * groups} channels, but got {c} channels instead"
+        )
+    if _amp_state.any:  # autocast: the convolution GEMM runs in half precision
+        x, weight, bias = autocast_cast(x, weight, bias)
+    _check_dtypes(x, weight, bias)
+    geom = C.Geometry(x._shape, kernel, stride, dilation, pads, groups)
+    if min(geom.out_hw) <= 0:
+        raise RuntimeError(
+            f"Calculated padded input size per channel: ({' x '.join(map(str, geom.padded_hw))}). Kernel "
+            "size: "
+            f"({' x '.join(str((k - 1) * d + 1) for k, d in zip(kernel, dilation))}). Kernel size can't be "
+            "greater than actual input size"
+        )
+    if dims == 2 and x.is_cuda and _cuda.takes(x, weight, bias):  # im2col kernel + cuBLAS, kernels/im2col.cu
+        y = _cuda.conv2d(x, weight, bias, geom)
+        return y.squeeze(0) if unbatched else y
+    y = _CONVOLUTION.apply(x, weight, bias, geom)
+    return y.squeeze(0) if unbatched else y
+
+
 def conv2d(
     input: Tensor,
     weight: Tensor,
@@ -192,36 +241,20 @@ def conv2d(
     groups: int = 1,
 ) -> Tensor:
     """2-D cross-correlation: im2col through a strided view + one batched GEMM."""
-    x, unbatched = _batched(input, 2, "conv2d")
-    if weight.ndim != 4:
-        raise RuntimeError(
-            f"Expected 4-dimensional weight for 4-dimensional input {list(x._shape)}, but got "
-            f"{weight.ndim}-dimensional weight of size {list(weight._shape)} instead"
-        )
-    kernel = weight._shape[2:]
-    stride, dilation = _tuple(stride, 2, "stride"), _tuple(dilation, 2, "dilation")
-    pads = _conv_pads(padding, kernel, stride, dilation, 2)
-    n, c, h, w = x._shape
-    if c != weight._shape[1] * groups or weight._shape[0] % groups:
-        raise RuntimeError(
-            f"Given groups={groups}, weight of size {list(weight._shape)}, expected input{list(x._shape)} "
-            f"to have {weight._shape[1] * groups} channels, but got {c} channels instead"
-        )
-    if _amp_state.any:  # autocast: the convolution GEMM runs in half precision
-        x, weight, bias = autocast_cast(x, weight, bias)
-    _check_dtypes(x, weight, bias)
-    geom = C.Geometry(x._shape, kernel, stride, dilation, (pads[0], pads[1], pads[2], pads[3]), groups)
-    if geom.out_hw[0] <= 0 or geom.out_hw[1] <= 0:
-        raise RuntimeError(
-            f"Calculated padded input size per channel: ({h + pads[0] + pads[1]} x {w + pads[2] + pads[3]})."
-            f" Kernel size: ({(kernel[0] - 1) * dilation[0] + 1} x {(kernel[1] - 1) * dilation[1] + 1})."
-            " Kernel size can't be greater than actual input size"
-        )
-    if x.is_cuda and _cuda.takes(x, weight, bias):  # im2col kernel + cuBLAS GEMM, kernels/im2col.cu
-        y = _cuda.conv2d(x, weight, bias, geom)
-        return y.squeeze(0) if unbatched else y
-    y = _CONVOLUTION.apply(x, weight, bias, geom)
-    return y.squeeze(0) if unbatched else y
+    return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+
+def conv3d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
+    """3-D cross-correlation over (N, C, D, H, W): conv2d's im2col + GEMM, with one more window dim."""
+    return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
 
 
 def conv1d(
@@ -285,6 +318,46 @@ def conv_transpose1d(
     return y.squeeze(0) if unbatched else y
 
 
+def _conv_transpose_nd(input: Tensor, weight: Tensor, bias, stride, padding, output_padding, groups: int,
+                       dilation, dims: int, name: str) -> Tensor:
+    """Transposed convolution: the input gradient of a convolution, computed as one GEMM + col2im."""
+    x, unbatched = _batched(input, dims, name)
+    n, cin, *size = x._shape
+    _check_transposed_weight(x, weight)
+    kernel = weight._shape[2:]
+    stride, dilation = _tuple(stride, dims, "stride"), _tuple(dilation, dims, "dilation")
+    pad, opad = _tuple(padding, dims, "padding"), _tuple(output_padding, dims, "output_padding")
+    if any(o >= s and o >= d for o, s, d in zip(opad, stride, dilation)):
+        names = ("depth", "height", "width")[-dims:]
+        raise RuntimeError(
+            "output padding must be smaller than either stride or dilation, but got "
+            + " ".join(f"{what}_{dim}: {v}" for what, vals in (("output_padding", opad), ("stride", stride),
+                                                                 ("dilation", dilation))
+                       for dim, v in zip(names, vals))
+        )
+    _check_dtypes(x, weight, bias)
+    cout = weight._shape[1] * groups
+    out_size = tuple(
+        (i - 1) * s - 2 * p + d * (k - 1) + o + 1
+        for i, s, p, d, k, o in zip(size, stride, pad, dilation, kernel, opad)
+    )
+    if min(out_size) <= 0:
+        raise RuntimeError(
+            f"Given input size per channel: ({' x '.join(map(str, size))}). Calculated output size per "
+            "channel: "
+            f"({' x '.join(map(str, out_size))}). Output size is too small"
+        )
+    pads = tuple(p for p in pad for _ in range(2))
+    geom = C.Geometry((n, cout) + out_size, kernel, stride, dilation, pads, groups, out_hw=tuple(size))
+    if dims == 2 and x.is_cuda and _cuda.takes(x, weight, bias):  # cuBLAS GEMM + col2im, kernels/im2col.cu
+        y = _cuda.conv_transpose2d(x, weight, bias, geom)
+        return y.squeeze(0) if unbatched else y
+    y = _CONV_TRANSPOSE.apply(x, weight, geom)
+    if bias is not None:
+        y = y + bias.reshape((1, -1) + (1,) * dims)
+    return y.squeeze(0) if unbatched else y
+
+
 def conv_transpose2d(
     input: Tensor,
     weight: Tensor,
@@ -296,39 +369,23 @@ def conv_transpose2d(
     dilation=1,
 ) -> Tensor:
     """Transposed convolution: the input gradient of a conv2d, computed as one GEMM + col2im."""
-    x, unbatched = _batched(input, 2, "conv_transpose2d")
-    n, cin, h, w = x._shape
-    _check_transposed_weight(x, weight)
-    kernel = weight._shape[2:]
-    stride, dilation = _tuple(stride, 2, "stride"), _tuple(dilation, 2, "dilation")
-    pad, opad = _tuple(padding, 2, "padding"), _tuple(output_padding, 2, "output_padding")
-    if any(o >= s and o >= d for o, s, d in zip(opad, stride, dilation)):
-        raise RuntimeError(
-            "output padding must be smaller than either stride or dilation, but got "
-            f"output_padding_height: {opad[0]} output_padding_width: {opad[1]} stride_height: {stride[0]} "
-            f"stride_width: {stride[1]} dilation_height: {dilation[0]} dilation_width: {dilation[1]}"
-        )
-    _check_dtypes(x, weight, bias)
-    cout = weight._shape[1] * groups
-    out_hw = tuple(
-        (i - 1) * s - 2 * p + d * (k - 1) + o + 1
-        for i, s, p, d, k, o in zip((h, w), stride, pad, dilation, kernel, opad)
-    )
-    if min(out_hw) <= 0:
-        raise RuntimeError(
-            f"Given input size per channel: ({h} x {w}). Calculated output size per channel: "
-            f"({out_hw[0]} x {out_hw[1]}). Output size is too small"
-        )
-    geom = C.Geometry(
-        (n, cout) + out_hw, kernel, stride, dilation, (pad[0], pad[0], pad[1], pad[1]), groups, out_hw=(h, w)
-    )
-    if x.is_cuda and _cuda.takes(x, weight, bias):  # cuBLAS GEMM + col2im kernel, kernels/im2col.cu
-        y = _cuda.conv_transpose2d(x, weight, bias, geom)
-        return y.squeeze(0) if unbatched else y
-    y = _CONV_TRANSPOSE.apply(x, weight, geom)
-    if bias is not None:
-        y = y + bias.reshape(1, -1, 1, 1)
-    return y.squeeze(0) if unbatched else y
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, 2,
+                              "conv_transpose2d")
+
+
+def conv_transpose3d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
+    """3-D transposed convolution: the input gradient of a conv3d, computed as one GEMM + col2im."""
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, 3,
+                              "conv_transpose3d")
 
 
 # ----------------------------------------------------------------------------- pooling
@@ -340,30 +397,89 @@ def _pool_out(size, k, s, p, d, ceil_mode):
     return out
 
 
-def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode, name):
-    k = _tuple(kernel_size, 2)
-    s = _tuple(stride if (stride is not None and stride != []) else kernel_size, 2, "stride")
-    p = _tuple(padding, 2, "padding")
-    d = _tuple(dilation, 2, "dilation")
+_PLURAL = {2: "two", 3: "three"}
+
+
+def _pool_tuple(v, dims: int, message: str) -> tuple:
+    """An int or a 1- or `dims`-sequence as a `dims`-tuple; torch's RuntimeError `message` otherwise."""
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1:
+            return (int(v[0]),) * dims
+        if len(v) != dims:
+            raise RuntimeError(message)
+        return tuple(int(i) for i in v)
+    return (int(v),) * dims
+
+
+def _pool_batched(input: Tensor, dims: int):
+    """(input as a batch, whether to squeeze the batch dim afterwards), with torch's pooling checks."""
+    if input.ndim not in (dims + 1, dims + 2) or 0 in input._shape[-dims - 1:]:
+        raise RuntimeError(f"non-empty {dims + 1}D or {dims + 2}D (batch mode) tensor expected for input")
+    return (input.unsqueeze(0), True) if input.ndim == dims + 1 else (input, False)
+
+
+def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode, name, dims: int = 2):
+    """Window geometry of an (N, C, *spatial) input for max/avg pooling, with torch's argument checks."""
+    w, either = _PLURAL[dims], "" if name == "avg_pool3d" else "either "  # torch words avg_pool3d differently
+    k = _pool_tuple(
+        kernel_size, dims, f"{name}: kernel_size must {either}be a single int, or a tuple of {w} ints"
+    )
+    s = _pool_tuple(
+        stride if (stride is not None and stride != []) else kernel_size, dims,
+        f"{name}: stride must {either}be omitted, a single int, or a tuple of {w} ints",
+    )
+    p = _pool_tuple(padding, dims, f"{name}: padding must {either}be a single int, or a tuple of {w} ints")
+    d = _pool_tuple(dilation, dims, f"{name}: dilation must be either a single int, or a tuple of {w} ints")
+    letters = "THW"[-dims:]
+    if min(k) <= 0:
+        got = " ".join(f"k{a}: {v}" for a, v in zip(letters, k))
+        raise RuntimeError(f"kernel size should be greater than zero, but got {got}")
+    if min(s) == 0:
+        raise RuntimeError("stride should not be zero")
+    if min(d) <= 0:
+        got = " ".join(f"dilation{a}: {v}" for a, v in zip(letters, d))
+        raise RuntimeError(f"dilation should be greater than zero, but got {got}")
+    if min(p) < 0:
+        raise RuntimeError(f"pad must be non-negative, but got pad: {min(p)}")
     for kk, pp, dd in zip(k, p, d):
         if pp > (dd * (kk - 1) + 1) // 2:
             raise RuntimeError(
                 f"pad should be at most half of effective kernel size, but got pad={pp}, "
                 f"kernel_size={kk} and dilation={dd}"
             )
-    n, c, h, w = x._shape
-    out = tuple(_pool_out(i, kk, ss, pp, dd, ceil_mode) for i, kk, ss, pp, dd in zip((h, w), k, s, p, d))
+    c, size = x._shape[1], x._shape[2:]
+    if name == "avg_pool3d" and any(i < kk for i, kk in zip(size, k)):
+        raise RuntimeError(
+            f"input image ({' '.join(f'{a}: {i}' for a, i in zip(letters, size))}) smaller than kernel size "
+            f"({' '.join(f'k{a}: {v}' for a, v in zip(letters, k))})"
+        )
+    out = tuple(_pool_out(i, kk, ss, pp, dd, ceil_mode) for i, kk, ss, pp, dd in zip(size, k, s, p, d))
     if min(out) <= 0:
         raise RuntimeError(
-            f"{name}: Given input size: ({c}x{h}x{w}). Calculated output size: ({c}x{out[0]}x{out[1]})."
-            " Output size is too small"
+            f"Given input size: ({'x'.join(map(str, (c, *size)))}). Calculated output size: "
+            f"({'x'.join(map(str, (c, *out)))}). Output size is too small"
         )
     # ceil mode may pad past the input's end: windows there see -inf (max) or are not counted (avg)
-    far = tuple(
-        max(pp, (o - 1) * ss + dd * (kk - 1) + 1 - i - pp)
-        for i, o, kk, ss, pp, dd in zip((h, w), out, k, s, p, d)
-    )
-    return C.Geometry(x._shape, k, s, d, (p[0], far[0], p[1], far[1]), 1, out_hw=out), (k, s, p)
+    pads = []
+    for i, o, kk, ss, pp, dd in zip(size, out, k, s, p, d):
+        pads += [pp, max(pp, (o - 1) * ss + dd * (kk - 1) + 1 - i - pp)]
+    return C.Geometry(x._shape, k, s, d, pads, 1, out_hw=out), (k, s, p)
+
+
+def _max_pool_nd(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode, return_indices, dims: int):
+    x, unbatched = _pool_batched(input, dims)
+    geom, _ = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode, f"max_pool{dims}d", dims)
+    if dims == 2 and x.is_cuda and _cuda.takes(x, f16=False):  # kernels/pool.cu; indices are h * W + w
+        y, idx = _cuda.max_pool2d(x, geom, ceil_mode)
+        y, idx = (y.squeeze(0), idx.squeeze(0)) if unbatched else (y, idx)
+        return (y, idx) if return_indices else y
+    y, arg = _MAX_POOL[dims].apply(x, geom)
+    if unbatched:
+        y = y.squeeze(0)
+    if return_indices:
+        idx = _wrap_array(C.max_indices(arg._arr, geom))
+        return y, (idx.squeeze(0) if unbatched else idx)
+    return y
 
 
 def max_pool2d(
@@ -375,19 +491,21 @@ def max_pool2d(
     ceil_mode: bool = False,
     return_indices: bool = False,
 ):
-    x, unbatched = _batched(input, 2, "max_pool2d")
-    geom, _ = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
-    if x.is_cuda and _cuda.takes(x, f16=False):  # kernels/pool.cu; indices come out as h * W + w
-        y, idx = _cuda.max_pool2d(x, geom, ceil_mode)
-        y, idx = (y.squeeze(0), idx.squeeze(0)) if unbatched else (y, idx)
-        return (y, idx) if return_indices else y
-    y, arg = _MAX_POOL.apply(x, geom)
-    if unbatched:
-        y = y.squeeze(0)
-    if return_indices:
-        idx = _wrap_array(C.max_indices(arg._arr, geom))
-        return y, (idx.squeeze(0) if unbatched else idx)
-    return y
+    return _max_pool_nd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
+
+
+def max_pool3d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
+    """Max over (kT, kH, kW) windows of an (N, C, D, H, W) or (C, D, H, W) input; indices are flat
+    (d * H + h) * W + w positions, like torch's."""
+    return _max_pool_nd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3)
 
 
 def max_pool1d(
@@ -418,6 +536,40 @@ def max_pool1d(
     return y.squeeze(0) if unbatched else y
 
 
+def _avg_pool_nd(input: Tensor, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                 dims: int) -> Tensor:
+    x, unbatched = _pool_batched(input, dims)
+    name = f"avg_pool{dims}d"
+    dt = x._dtype
+    if dt is D.bool_ or (not dt.is_floating_point and dt is not D.int64) or (dims == 3 and dt is D.float16):
+        raise NotImplementedError(  # torch's CPU kernels: floats and int64 (and no float16 in 3-D)
+            f"\"{name if dims == 2 else 'avg_pool3d_out_frame'}\" not implemented for "
+            f"'{D.scalar_type_name(dt)}'"
+        )
+    geom, (k, s, p) = _pool_geometry(x, kernel_size, stride, padding, 1, ceil_mode, name, dims)
+    if dims == 2 and x.is_cuda and _cuda.takes(x, f16=False):  # kernels/pool.cu, divisors in the kernel
+        y = _cuda.avg_pool2d(x, geom, ceil_mode, count_include_pad, divisor_override)
+        return y.squeeze(0) if unbatched else y
+    fdt = dt.np if dt.is_floating_point else np.float64
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise RuntimeError("divisor must be not zero")
+        divisor = np.asarray(float(divisor_override), dtype=fdt)
+    else:
+        divisor = np.ones((), dtype=fdt)
+        for i, o, kk, ss, pp in zip(x._shape[2:], geom.out_hw, k, s, p):
+            start = np.arange(o) * ss - pp
+            end = np.minimum(start + kk, i + pp)
+            part = end - start if count_include_pad else np.minimum(end, i) - np.maximum(start, 0)
+            divisor = np.multiply.outer(divisor, part.astype(fdt))  # (o1, ..., od): one per output element
+    if dt.is_floating_point:
+        y = _AVG_POOL[dims].apply(x, geom, divisor)
+    else:  # int64: torch divides the integer window sums, truncating towards zero
+        with no_grad():
+            y = _AVG_POOL[dims].apply(x.to(D.float64), geom, divisor).trunc().to(dt)
+    return y.squeeze(0) if unbatched else y
+
+
 def avg_pool2d(
     input: Tensor,
     kernel_size,
@@ -427,24 +579,22 @@ def avg_pool2d(
     count_include_pad: bool = True,
     divisor_override: int | None = None,
 ) -> Tensor:
-    x, unbatched = _batched(input, 2, "avg_pool2d")
-    geom, (k, s, p) = _pool_geometry(x, kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d")
-    if x.is_cuda and _cuda.takes(x, f16=False):  # kernels/pool.cu, divisors computed in the kernel
-        y = _cuda.avg_pool2d(x, geom, ceil_mode, count_include_pad, divisor_override)
-        return y.squeeze(0) if unbatched else y
-    if divisor_override is not None:
-        if divisor_override == 0:
-            raise RuntimeError("divisor must be not zero")
-        divisor = np.asarray(float(divisor_override), dtype=x._dtype.np)
-    else:
-        parts = []
-        for i, o, kk, ss, pp in zip(x._shape[2:], geom.out_hw, k, s, p):
-            start = np.arange(o) * ss - pp
-            end = np.minimum(start + kk, i + pp)
-            parts.append(end - start if count_include_pad else np.minimum(end, i) - np.maximum(start, 0))
-        divisor = (parts[0][:, None] * parts[1][None, :]).astype(x._dtype.np)
-    y = _AVG_POOL.apply(x, geom, divisor)
-    return y.squeeze(0) if unbatched else y
+    return _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                        2)
+
+
+def avg_pool3d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    """Average over (kT, kH, kW) windows of an (N, C, D, H, W) or (C, D, H, W) input."""
+    return _avg_pool_nd(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                        3)
 
 
 def avg_pool1d(
@@ -500,6 +650,47 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
         pw = _wrap_array(_adaptive_matrix(w, ow, x._dtype.np).T.copy())
         y = (ph @ x) @ pw
     return y.squeeze(0) if unbatched else y
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
+    """Averages over PyTorch's adaptive windows of the last three dims; separable: a small matmul per dim."""
+    if input.ndim not in (4, 5):
+        raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got {list(input._shape)}")
+    size = input._shape[-3:]
+    if isinstance(output_size, (tuple, list)):
+        if len(output_size) != 3:
+            raise RuntimeError("adaptive_avg_pool3d: output_size must be 3")
+        out = tuple(i if o is None else int(o) for o, i in zip(output_size, size))
+    else:
+        out = (int(output_size),) * 3
+    for d in range(input.ndim - 4, input.ndim):
+        if input._shape[d] == 0:
+            raise RuntimeError(
+                "adaptive_avg_pool3d(): Expected input to have non-zero size for non-batch dimensions, but "
+                "input "
+                f"has sizes {list(input._shape)} with dimension {d} being empty"
+            )
+    if min(out) < 0:
+        raise RuntimeError(
+            "adaptive_avg_pool3d: elements of output_size must be greater than or equal to 0 but received "
+            f"{{{out[0]}, {out[1]},{out[2]}}}"
+        )
+    if not input._dtype.is_floating_point:
+        raise NotImplementedError(
+            f"\"adaptive_avg_pool3d_cpu\" not implemented for '{D.scalar_type_name(input._dtype)}'"
+        )
+    lead = input._shape[:-3]
+    if 0 in out:
+        return input.narrow(-1, 0, 0).reshape(*lead, *out)
+    if out == (1, 1, 1):
+        return input.mean((-3, -2, -1), keepdim=True)
+    if all(i % o == 0 for i, o in zip(size, out)):
+        return avg_pool3d(input, tuple(i // o for i, o in zip(size, out)))
+    d, h, w = size
+    pd, ph = (_wrap_array(_adaptive_matrix(i, o, input._dtype.np)) for i, o in zip(size[:2], out[:2]))
+    pw = _wrap_array(_adaptive_matrix(w, out[2], input._dtype.np).T.copy())
+    y = (pd @ input.reshape(*lead, d, h * w)).reshape(*lead, out[0], h, w)  # depth, then height and width
+    return (ph @ y) @ pw
 
 
 # ----------------------------------------------------------------------------- normalisation
@@ -649,6 +840,47 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
         return input
     shape = input._shape[:2] + (1,) * (input.ndim - 2)
     return _apply_mask(input, _dropout_mask(shape, p, input._dtype.np), inplace)
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of an (N, C, L) or (C, L) input: one draw per (sample, channel)."""
+    _check_p(p)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(
+            f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that dropout1d "
+            "exists "
+            "to provide channel-wise dropout on inputs with 1 spatial dimension, a channel dimension, and an "
+            "optional batch dimension (i.e. 2D or 3D inputs)."
+        )
+    return _feature_dropout(input, p, training, inplace, batched=input.ndim == 3)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of an (N, C, D, H, W) or (C, D, H, W) input: one draw per (sample, channel)."""
+    _check_p(p)
+    if input.ndim not in (4, 5):
+        warnings.warn(
+            f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is deprecated and will result "
+            "in an "
+            "error in a future release. To retain the behavior and silence this warning, please use dropout "
+            "instead. Note that dropout3d exists to provide channel-wise dropout on inputs with 3 spatial "
+            "dimensions, a channel dimension, and an optional batch dimension (i.e. 4D or 5D inputs).",
+            UserWarning,
+            stacklevel=2,
+        )
+    return _feature_dropout(input, p, training, inplace, batched=input.ndim == 5)
+
+
+def _feature_dropout(input: Tensor, p: float, training: bool, inplace: bool, batched: bool) -> Tensor:
+    """One keep/drop draw per channel (dim 1 of a batch, dim 0 of an unbatched input), broadcast over the
+    rest."""
+    if not training or p == 0.0:
+        return input
+    lead = 2 if batched else 1
+    shape = input._shape[:lead] + (1,) * (input.ndim - lead)
+    xp = input._storage.backend.xp
+    mask = xp.asarray(_dropout_mask(shape, p, input._dtype.np))
+    return _apply_mask(input, mask, inplace)
 
 
 # ----------------------------------------------------------------------------- activations
@@ -1184,17 +1416,25 @@ from ._distance_losses import (  # noqa: E402, F401
 )
 
 # resampling, extra pooling and extra normalisation live in their own files (imported last: they call back in)
+from ._embedding_bag import embedding_bag  # noqa: E402, F401
 from ._norm_extra import instance_norm, local_response_norm, rms_norm  # noqa: E402, F401
 from ._pool_extra import (  # noqa: E402, F401
     adaptive_avg_pool1d,
     adaptive_max_pool1d,
+    adaptive_max_pool1d_with_indices,
     adaptive_max_pool2d,
+    adaptive_max_pool2d_with_indices,
+    adaptive_max_pool3d,
+    adaptive_max_pool3d_with_indices,
     lp_pool1d,
     lp_pool2d,
+    lp_pool3d,
     max_pool1d_with_indices,
     max_pool2d_with_indices,
+    max_pool3d_with_indices,
     max_unpool1d,
     max_unpool2d,
+    max_unpool3d,
 )
 from ._resample import (  # noqa: E402, F401
     channel_shuffle,
@@ -1207,4 +1447,5 @@ from ._resample import (  # noqa: E402, F401
     upsample_bilinear,
     upsample_nearest,
 )
+from ._stochastic import alpha_dropout, feature_alpha_dropout, gumbel_softmax  # noqa: E402, F401
 from .functional_seq import scaled_dot_product_attention  # noqa: E402, F401  (attention lives beside the RNNs)

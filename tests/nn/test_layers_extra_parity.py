@@ -259,7 +259,7 @@ def test_adaptive_max_pool2d_node_matches_its_index_op_path(size):
     a[0, 1, 2, 3] = a[1, 2, 0, 0] = a[1, 2, 5, 9] = np.nan
     x = engine.tensor(a, requires_grad=True)
     fused = enn.functional.adaptive_max_pool2d(x, size, True)
-    by_index = _adaptive_max_by_index_ops(x, *size, True)
+    by_index = _adaptive_max_by_index_ops(x, size, True)
     t = torch.nn.functional.adaptive_max_pool2d(torch.tensor(a), size, True)
     np.testing.assert_array_equal(fused[1].numpy(), t[1].numpy())  # a window with NaN: its last NaN
     np.testing.assert_array_equal(fused[0].detach().numpy(), t[0].numpy())

@@ -31,14 +31,29 @@ from .activation import (
     Threshold,
 )
 from .attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
-from .batchnorm import BatchNorm1d, BatchNorm2d
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import Identity, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .distance import CosineSimilarity, PairwiseDistance
-from .dropout import Dropout, Dropout2d
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
 from .fold import Fold, Unfold
-from .instancenorm import InstanceNorm1d, InstanceNorm2d
+from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from .lazy import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+    LazyLinear,
+)
 from .linear import Bilinear, Linear
 from .loss import (
     BCELoss,
@@ -67,37 +82,64 @@ from .normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
 from .padding import (
     CircularPad1d,
     CircularPad2d,
+    CircularPad3d,
     ConstantPad1d,
     ConstantPad2d,
     ConstantPad3d,
     ReflectionPad1d,
     ReflectionPad2d,
+    ReflectionPad3d,
     ReplicationPad1d,
     ReplicationPad2d,
+    ReplicationPad3d,
     ZeroPad1d,
     ZeroPad2d,
+    ZeroPad3d,
 )
 from .pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
     AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
     AvgPool1d,
     AvgPool2d,
+    AvgPool3d,
     LPPool1d,
     LPPool2d,
+    LPPool3d,
     MaxPool1d,
     MaxPool2d,
+    MaxPool3d,
     MaxUnpool1d,
     MaxUnpool2d,
+    MaxUnpool3d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
+from .transformer import Transformer, TransformerDecoder, TransformerDecoderLayer
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
+    "LazyLinear",
+    "LazyConv1d",
+    "LazyConv2d",
+    "LazyConvTranspose1d",
+    "LazyConvTranspose2d",
+    "LazyBatchNorm1d",
+    "LazyBatchNorm2d",
+    "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d",
+    "LazyConv3d",
+    "LazyConvTranspose3d",
+    "LazyBatchNorm3d",
+    "LazyInstanceNorm3d",
     "Embedding",
+    "EmbeddingBag",
+    "AlphaDropout",
+    "FeatureAlphaDropout",
     "RNNBase",
     "RNN",
     "LSTM",
@@ -109,6 +151,9 @@ __all__ = [
     "MultiheadAttention",
     "TransformerEncoderLayer",
     "TransformerEncoder",
+    "TransformerDecoderLayer",
+    "TransformerDecoder",
+    "Transformer",
     "Module",
     "Identity",
     "Sequential",
@@ -215,4 +260,21 @@ __all__ = [
     "ReplicationPad2d",
     "CircularPad1d",
     "CircularPad2d",
+    # the 3-D family
+    "Conv3d",
+    "ConvTranspose3d",
+    "MaxPool3d",
+    "AvgPool3d",
+    "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool3d",
+    "LPPool3d",
+    "MaxUnpool3d",
+    "BatchNorm3d",
+    "InstanceNorm3d",
+    "Dropout1d",
+    "Dropout3d",
+    "ReflectionPad3d",
+    "ReplicationPad3d",
+    "CircularPad3d",
+    "ZeroPad3d",
 ]

@@ -1,4 +1,4 @@
-"""BatchNorm1d/2d: batch statistics in training (one fused node), running statistics in eval."""
+"""BatchNorm1d/2d/3d: batch statistics in training (one fused node), running statistics in eval."""
 
 from __future__ import annotations
 
@@ -111,3 +111,9 @@ class BatchNorm2d(_BatchNorm):
     def _check_input_dim(self, input) -> None:
         if input.dim() != 4:
             raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+class BatchNorm3d(_BatchNorm):
+    def _check_input_dim(self, input) -> None:
+        if input.dim() != 5:
+            raise ValueError(f"expected 5D input (got {input.dim()}D input)")

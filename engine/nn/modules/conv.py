@@ -1,5 +1,5 @@
-"""Convolution layers: Conv1d, Conv2d (padding modes zeros, reflect, replicate, circular), ConvTranspose2d;
-PyTorch's init and repr."""
+"""Convolution layers: Conv1d/2d/3d (padding modes zeros, reflect, replicate, circular),
+ConvTranspose1d/2d/3d; PyTorch's init and repr."""
 
 from __future__ import annotations
 
@@ -223,3 +223,13 @@ class ConvTranspose1d(_ConvTransposeNd):
 class ConvTranspose2d(_ConvTransposeNd):
     _dims = 2
     _conv_t = staticmethod(F.conv_transpose2d)
+
+
+class Conv3d(_Conv):
+    _dims = 3
+    _conv = staticmethod(F.conv3d)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    _dims = 3
+    _conv_t = staticmethod(F.conv_transpose3d)

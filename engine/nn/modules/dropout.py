@@ -1,4 +1,5 @@
-"""Dropout and Dropout2d: masks drawn from the engine generator; identity in eval mode."""
+"""Dropout, Dropout1d/2d/3d, AlphaDropout and FeatureAlphaDropout: masks drawn from the engine generator;
+identity in eval mode."""
 
 from __future__ import annotations
 
@@ -26,3 +27,27 @@ class Dropout(_DropoutNd):
 class Dropout2d(_DropoutNd):
     def forward(self, input):
         return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    """Dropout for SELU networks (keeps zero mean and unit variance). As in torch, `inplace` is not used."""
+
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """AlphaDropout of whole channels. Like torch, `inplace` is stored, not used."""
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)
+
+
+class Dropout1d(_DropoutNd):
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)

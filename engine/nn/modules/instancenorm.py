@@ -1,5 +1,6 @@
-"""InstanceNorm1d/2d: per-sample, per-channel statistics; optional affine and running statistics (BatchNorm's
-parameters and buffers, with instance norm's defaults: affine=False, track_running_stats=False)."""
+"""InstanceNorm1d/2d/3d: per-sample, per-channel statistics; optional affine and running statistics
+(BatchNorm's parameters and buffers, with instance norm's defaults: affine=False,
+track_running_stats=False)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,7 @@ class InstanceNorm1d(_InstanceNorm):
 
 class InstanceNorm2d(_InstanceNorm):
     _no_batch_dims = 3
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _no_batch_dims = 4

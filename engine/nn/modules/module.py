@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad, state
 from ...tensor import Tensor
-from ..parameter import Parameter
+from ..parameter import Buffer, Parameter, is_lazy
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 _hook_ids = itertools.count()
@@ -159,13 +159,16 @@ class Module:
                     "(torch.nn.Module or None expected)"
                 )
             d["_modules"][name] = None
-        elif d.get("_buffers") is not None and name in d["_buffers"]:
+        elif isinstance(value, Buffer) or (d.get("_buffers") is not None and name in d["_buffers"]):
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(
                     f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                     "(torch.Tensor or None expected)"
                 )
-            d["_buffers"][name] = value
+            if isinstance(value, Buffer):  # nn.Buffer registers (or re-registers) with its own persistence
+                self.register_buffer(name, value, value.persistent)
+            else:
+                d["_buffers"][name] = value
         else:
             object.__setattr__(self, name, value)
 
@@ -336,16 +339,21 @@ class Module:
             keep_vars = args[2] if len(args) > 2 else keep_vars
         if destination is None:
             destination = OrderedDict()
-        for name, p in self._parameters.items():
-            if p is not None:
-                destination[prefix + name] = p if keep_vars else p.detach()
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b if keep_vars else b.detach()
+        self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
         return destination
+
+    def _save_to_state_dict(self, destination, prefix: str, keep_vars: bool) -> None:
+        """This module's own parameters and persistent buffers (not its children's) into `destination`.
+        Uninitialized (lazy) ones go in as they are: they cannot be detached."""
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars or is_lazy(p) else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars or is_lazy(b) else b.detach()
 
     def _load_from_state_dict(
         self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
@@ -366,7 +374,9 @@ class Module:
                     f"object from checkpoint but received {type(src)}"
                 )
                 continue
-            if src._shape != param._shape:
+            # a lazy parameter takes any shape (LazyModuleMixin materializes it first); an uninitialized
+            # source into an initialized one raises on src.shape, as in torch
+            if not is_lazy(param) and src.shape != param._shape:
                 error_msgs.append(
                     f"size mismatch for {key}: copying a param with shape {src.shape} from checkpoint, "
                     f"the shape in current model is {param.shape}."

@@ -116,3 +116,19 @@ class CircularPad1d(_CircularPadNd):
 
 class CircularPad2d(_CircularPadNd):
     _dims = 2
+
+
+class ZeroPad3d(_ZeroPadNd):
+    _dims = 3
+
+
+class ReflectionPad3d(_PadNd):
+    _dims, _mode = 3, "reflect"
+
+
+class ReplicationPad3d(_PadNd):
+    _dims, _mode = 3, "replicate"
+
+
+class CircularPad3d(_CircularPadNd):
+    _dims = 3

@@ -1,4 +1,5 @@
-"""Embedding: a lookup table of learnable vectors indexed by integer ids (PyTorch's nn.Embedding)."""
+"""Embedding and EmbeddingBag: lookup tables of learnable vectors indexed by integer ids (PyTorch's
+nn.Embedding, nn.EmbeddingBag)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .. import init
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["Embedding", "scale_grad_by_freq"]
+__all__ = ["Embedding", "EmbeddingBag", "scale_grad_by_freq"]
 
 
 class _ScaleGradByFreq(Function):
@@ -139,3 +140,98 @@ class Embedding(Module):
             _weight=embeddings,
             _freeze=freeze,
         )
+
+
+class EmbeddingBag(Module):
+    """Embedding followed by a sum, mean or max over each bag of indices (F.embedding_bag), without the
+    intermediate (bags, length, dim) tensor. Weight N(0, 1), the padding_idx row zero."""
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        mode: str = "mean",
+        sparse: bool = False,
+        _weight: Tensor | None = None,
+        include_last_offset: bool = False,
+        padding_idx: int | None = None,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.max_norm = max_norm
+        self.norm_type = norm_type
+        self.scale_grad_by_freq = scale_grad_by_freq
+        if padding_idx is not None:
+            if padding_idx > 0:
+                assert padding_idx < num_embeddings, "padding_idx must be within num_embeddings"
+            elif padding_idx < 0:
+                assert padding_idx >= -num_embeddings, "padding_idx must be within num_embeddings"
+                padding_idx = num_embeddings + padding_idx
+        self.padding_idx = padding_idx
+        if _weight is None:
+            self.weight = Parameter(empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+            self.reset_parameters()
+        else:
+            if list(_weight.shape) != [num_embeddings, embedding_dim]:
+                raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
+            self.weight = Parameter(_weight)
+        self.mode = mode
+        self.sparse = sparse
+        self.include_last_offset = include_last_offset
+
+    def reset_parameters(self) -> None:
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx].fill_(0)
+
+    def forward(
+        self, input: Tensor, offsets: Tensor | None = None, per_sample_weights: Tensor | None = None
+    ) -> Tensor:
+        return F.embedding_bag(
+            input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq, self.mode,
+            self.sparse, per_sample_weights, self.include_last_offset, self.padding_idx,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq is not False:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        s += f", mode={self.mode!r}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        embeddings: Tensor,
+        freeze: bool = True,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        mode: str = "mean",
+        sparse: bool = False,
+        include_last_offset: bool = False,
+        padding_idx: int | None = None,
+    ) -> EmbeddingBag:
+        """An EmbeddingBag whose weight is `embeddings` (2-D); frozen (no grad) unless freeze=False."""
+        if embeddings.dim() != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        bag = cls(
+            rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings,
+            include_last_offset, padding_idx,
+        )  # fmt: skip
+        bag.weight.requires_grad = not freeze
+        return bag

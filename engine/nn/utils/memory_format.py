@@ -29,5 +29,6 @@ def convert_conv2d_weight_memory_format(module: Module, memory_format) -> Module
 
 
 def convert_conv3d_weight_memory_format(module: Module, memory_format) -> Module:
-    """The same for Conv3d / ConvTranspose3d weights (a no-op while the engine has no 3-D convolutions)."""
+    """The same for Conv3d / ConvTranspose3d weights. The engine has no channels_last_3d format yet: the
+    formats it knows (contiguous_format) apply; channels_last raises torch's rank error for 5-D weights."""
     return _convert(module, memory_format, _conv_types("Conv3d", "ConvTranspose3d"))
