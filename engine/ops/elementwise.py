@@ -12,10 +12,19 @@ import numpy as np
 from .. import _memory_format as MF
 from .. import _strides as S
 from .. import dtypes as D
-from ..autograd.function import Function
+from ..autograd.function import Function, _next_seq
 from ..autograd.grad_mode import no_grad, state
 from ..autograd.naming import torch_node
-from ..tensor import Tensor, _copy_channels_last, _copy_preserving_layout, _wrap_array, _wrap_laid_out
+from ..backend import CPU, numpy_backend
+from ..tensor import (
+    _CONTIGUOUS_STRIDES,
+    Storage,
+    Tensor,
+    _copy_channels_last,
+    _copy_preserving_layout,
+    _wrap_array,
+    _wrap_laid_out,
+)
 from .creation import storable
 
 
@@ -123,6 +132,7 @@ def _alpha_times(np_fn, A, B, alpha, dt: D.dtype):
 class Add(Function):
     _raw = True
     _elementwise = 2
+    alpha = 1  # the forward sets it; the default is _plain_pair's
 
     @staticmethod
     def forward(ctx, a, b, alpha=1):
@@ -138,6 +148,7 @@ class Add(Function):
 class Sub(Function):
     _raw = True
     _elementwise = 2
+    alpha = 1  # the forward sets it; the default is _plain_pair's
 
     @staticmethod
     def forward(ctx, a, b, alpha=1):
@@ -173,6 +184,7 @@ def _refuse_bool_sub(both: bool) -> None:
 class Mul(Function):
     _raw = True
     _elementwise = 2
+    sa = sb = None  # scalar operands; the forward sets them, the defaults are _plain_pair's (two tensors)
 
     @staticmethod
     def forward(ctx, a, b):
@@ -207,6 +219,7 @@ def _unwrapped(x, X, dt: D.dtype):
 class Div(Function):
     _raw = True
     _elementwise = 2
+    sa = sb = rounding = None  # the forward sets them; the defaults are _plain_pair's (true division)
 
     @staticmethod
     def forward(ctx, a, b, rounding_mode=None):
@@ -433,11 +446,87 @@ class Atan2(Function):
 Atan2Backward0 = torch_node(Atan2, "Atan2Backward0")
 
 
+# ----------------------------------------------------------------------------- arithmetic's common case
+_new_object = object.__new__
+_contiguous_get = _CONTIGUOUS_STRIDES.get
+_SAVES_NOTHING, _SAVES_LIKE_MUL, _SAVES_LIKE_DIV = 0, 1, 2
+
+
+def _plain_pair(node_cls, ufunc, a, b, saves: int):
+    """add, sub, mul and div of two plain CPU tensors of one floating dtype and shape, both contiguous: the
+    common case, made without Function.apply's generality (per-op overhead is most of a small op's cost).
+    The result, its graph node (class, edges, input metadata, needs_input_grad, scope) and the tensors saved
+    for backward are what the general path makes (tests/engine/test_hot_paths.py compares the two); `saves`
+    says which tensors the node's forward saves. None when the case does not apply: the caller then takes the
+    general path."""
+    if a.__class__ is not Tensor or b.__class__ is not Tensor:
+        return None
+    dt = a._dtype
+    shape = a._shape
+    strides = a._strides
+    if (b._dtype is not dt or b._shape != shape or b._strides != strides or not dt.is_floating_point
+            or a._storage.device is not CPU or b._storage.device is not CPU or not shape
+            or strides != _contiguous_get(shape)):
+        return None
+    st = state
+    ra, rb = a._rg, b._rg
+    record = st.grad_enabled and (ra or rb)
+    if record and st.anomaly:  # anomaly mode records the forward's stack: the general path does that
+        return None
+    arr = ufunc(a._arr, b._arr)  # contiguous operands of one shape and dtype: C-contiguous, of that dtype
+    # _wrap_array's work, knowing the result's shape, strides and dtype
+    s = _new_object(Storage)
+    s.data = arr.ravel()
+    s.version = 0
+    s.device = CPU
+    s.backend = numpy_backend
+    out = _new_object(Tensor)
+    out._storage = s
+    out._shape = shape
+    out._strides = strides
+    out._offset = 0
+    out._dtype = dt
+    out._arr = arr
+    if record:
+        # Function._new_node's work for two tensor inputs, then the forward's save_for_backward
+        node = _new_object(node_cls)
+        if st.scope is not None:
+            node.scope = st.scope
+        edge_a = edge_b = None
+        if ra:
+            gf = a.grad_fn
+            edge_a = (gf, a._output_nr) if gf is not None else a._grad_edge()
+        if rb:
+            gf = b.grad_fn
+            edge_b = (gf, b._output_nr) if gf is not None else b._grad_edge()
+        node._seq = _next_seq()  # after the inputs' nodes (a leaf's AccumulateGrad may be made just now)
+        node.next_functions = (edge_a, edge_b)
+        node._input_meta = [(shape, dt), (shape, dt)]
+        node.needs_input_grad = (ra, rb)
+        if saves:
+            sa = a if rb else None
+            sb = b if ra or saves == _SAVES_LIKE_DIV else None
+            node._saved = (sa, sb)
+            node._saved_versions = [sa._storage.version if sa is not None else 0,
+                                    sb._storage.version if sb is not None else 0]
+        out._rg = True
+        out.grad_fn = node
+    return out
+
+
 def add(input, other, *, alpha=1, out=None):
+    if out is None and alpha == 1:
+        r = _plain_pair(AddBackward0, np.add, input, other, _SAVES_NOTHING)
+        if r is not None:
+            return r
     return _maybe_out(AddBackward0.apply(input, other, alpha), out)
 
 
 def sub(input, other, *, alpha=1, out=None):
+    if out is None and alpha == 1:
+        r = _plain_pair(SubBackward0, np.subtract, input, other, _SAVES_NOTHING)
+        if r is not None:
+            return r
     # `2 - x` arrives here as sub(2, x) (Tensor.__rsub__): torch's RsubBackward1
     return _maybe_out((SubBackward0 if _is_t(input) else RsubBackward1).apply(input, other, alpha), out)
 
@@ -450,6 +539,10 @@ def rsub(input, other, *, alpha=1):
 
 
 def mul(input, other, *, out=None):
+    if out is None:
+        r = _plain_pair(MulBackward0, np.multiply, input, other, _SAVES_LIKE_MUL)
+        if r is not None:
+            return r
     return _maybe_out(MulBackward0.apply(input, other), out)
 
 
@@ -457,6 +550,10 @@ multiply = mul
 
 
 def div(input, other, *, rounding_mode=None, out=None):
+    if out is None and rounding_mode is None:
+        r = _plain_pair(DivBackward0, np.true_divide, input, other, _SAVES_LIKE_DIV)
+        if r is not None:
+            return r
     node = DivBackward0 if rounding_mode is None else DivBackward2
     return _maybe_out(node.apply(input, other, rounding_mode), out)
 
@@ -563,7 +660,9 @@ def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, no
     kernel has no loop for, which raise its NotImplementedError."""
 
     def forward(ctx, x):
-        arr, _ = _as_float(x._arr, x._dtype) if float_only else (x._arr, x._dtype)
+        arr = x._arr
+        if float_only and not x._dtype.is_floating_point:
+            arr, _ = _as_float(arr, x._dtype)
         if not save_out:
             ctx.save_for_backward(x)
         return np_fn(arr)
@@ -666,9 +765,16 @@ def square(input):
 
 
 def _sigmoid_np(a):
-    # stable for large |a|: exp of a non-positive number only
-    e = np.exp(-np.abs(a))
-    return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
+    """torch's formula, 1 / (1 + exp(-a)): exp overflows to inf for a very negative a, giving exactly 0 as in
+    torch (not a denormal); float16 is computed in float32 and rounded once, as torch's half kernel does."""
+    if a.dtype == np.float16:
+        return _sigmoid_np(a.astype(np.float32)).astype(np.float16)
+    with np.errstate(over="ignore"):
+        e = np.exp(-a)
+    if isinstance(e, np.generic):  # a 0-d input gives a NumPy scalar: no in-place ops on it
+        return np.asarray(1 / (1 + e))
+    e += 1
+    return np.reciprocal(e, out=e)
 
 
 Sigmoid, sigmoid = _unary("Sigmoid", _sigmoid_np, lambda g, x, out: g * out * (1 - out), save_out=True)

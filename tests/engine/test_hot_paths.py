@@ -1,6 +1,7 @@
 """Training hot paths: leaves adopt fresh gradients without a copy, fast kernels agree with torch."""
 
 import numpy as np
+import pytest
 
 import engine
 from engine.autograd.function import Function
@@ -164,3 +165,189 @@ def test_default_cross_entropy_node_records_two_inputs_and_agrees_with_the_gener
     hess_b, = engine.autograd.grad(gb.square().sum(), xb)
     np.testing.assert_allclose(hess_a.numpy(), hess_b.numpy(), rtol=1e-10, atol=1e-14)
     assert engine.autograd.gradcheck(lambda t: engine.nn.functional.cross_entropy(t, y), (xa,))
+
+
+# ---------------------------------------------------------------------- arithmetic's inline common case
+_ARITH = [("add", "AddBackward0", np.add), ("sub", "SubBackward0", np.subtract),
+          ("mul", "MulBackward0", np.multiply), ("div", "DivBackward0", np.true_divide)]
+
+
+def _node_fields(node):
+    """What the scheduler and the graph views read of a node, with tensors by identity: per tensor operand
+    (the general node also has an entry, None, for a non-tensor argument such as alpha; torch has none)."""
+    return (type(node), node.next_functions[:2], node._input_meta[:2], node.needs_input_grad[:2],
+            [id(t) if t is not None else None for t in node._saved], list(node._saved_versions), node.scope)
+
+
+@pytest.mark.parametrize("op,node_name,ufunc", _ARITH)
+@pytest.mark.parametrize("ra,rb", [(False, False), (True, False), (False, True), (True, True)])
+def test_inline_arithmetic_makes_the_general_paths_result_and_node(op, node_name, ufunc, ra, rb):
+    from engine.ops import elementwise as E
+
+    rng = np.random.default_rng(1)
+    av, bv = rng.standard_normal((3, 4)), rng.standard_normal((3, 4)) + 3.0
+    a = engine.tensor(av, dtype=engine.float32, requires_grad=ra)
+    b = engine.tensor(bv, dtype=engine.float32, requires_grad=rb)
+    a0 = (a * 1.0) if ra else a  # a non-leaf input too: its edge is a node, not an AccumulateGrad
+    node_cls = getattr(E, node_name)
+    saves = {"add": E._SAVES_NOTHING, "sub": E._SAVES_NOTHING, "mul": E._SAVES_LIKE_MUL,
+             "div": E._SAVES_LIKE_DIV}[op]
+    fast = E._plain_pair(node_cls, ufunc, a0, b, saves)
+    assert fast is not None  # the inline path took this case
+    general = node_cls.apply(a0, b, *((1,) if op in ("add", "sub") else (None,) if op == "div" else ()))
+    assert getattr(engine, op)(a0, b).__class__ is engine.Tensor
+    np.testing.assert_array_equal(fast.detach().numpy(), general.detach().numpy())
+    assert (fast._shape, fast._strides, fast._offset, fast._dtype) == (
+        general._shape, general._strides, general._offset, general._dtype)
+    assert fast.requires_grad == general.requires_grad == (ra or rb)
+    if not (ra or rb):
+        assert fast.grad_fn is None and general.grad_fn is None
+        return
+    assert _node_fields(fast.grad_fn) == _node_fields(general.grad_fn)
+    assert len(fast.grad_fn.next_functions) == 2  # as torch's: one edge per tensor operand
+    assert all(e is None for e in general.grad_fn.next_functions[2:])
+    assert fast.grad_fn._seq > max(e[0]._seq for e in fast.grad_fn.next_functions if e is not None)
+    # the same gradients, first and second order, through either node
+    leaves = [t for t, r in ((a, ra), (b, rb)) if r]
+    g_fast = engine.autograd.grad((fast * fast).sum(), leaves, create_graph=True)
+    g_general = engine.autograd.grad((general * general).sum(), leaves, create_graph=True)
+    for x, y in zip(g_fast, g_general):
+        np.testing.assert_array_equal(x.detach().numpy(), y.detach().numpy())
+    gg_fast, gg_general = (engine.autograd.grad(sum(g.sum() for g in gs), leaves, allow_unused=True,
+                                                retain_graph=True) for gs in (g_fast, g_general))
+    for x, y in zip(gg_fast, gg_general):
+        assert (x is None) == (y is None)
+        if x is not None:
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+def test_inline_arithmetic_records_the_module_scope_and_respects_no_grad():
+    a = engine.ones(2, 3, requires_grad=True)
+    b = engine.ones(2, 3)
+
+    class Scale(engine.nn.Module):
+        def forward(self, x):
+            return x * b
+
+    m = Scale()
+    m._scope_name = "fc1"
+    assert m(a).grad_fn.scope == "fc1"
+    assert (a * b).grad_fn.scope is None
+    with engine.no_grad():
+        y = a * b
+    assert y.grad_fn is None and not y.requires_grad
+
+
+def test_inline_arithmetic_keeps_the_version_check_on_saved_inputs():
+    a = engine.ones(2, 3, requires_grad=True)
+    b = engine.full((2, 3), 2.0, requires_grad=True)
+    h = a * 1.0
+    y = h * b  # saves h (for b's gradient) and b (for h's)
+    with engine.no_grad():
+        h.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+@pytest.mark.parametrize("case", ["broadcast", "transposed", "dtypes", "integers", "zero-d", "number",
+                                  "parameter", "anomaly"])
+def test_inline_arithmetic_leaves_other_cases_to_the_general_path(case):
+    from engine.ops import elementwise as E
+
+    a = engine.ones(3, 4, requires_grad=True)
+    b = engine.ones(3, 4)
+    if case == "broadcast":
+        b = engine.ones(4)
+    elif case == "transposed":
+        b = engine.ones(4, 3).t()
+    elif case == "dtypes":
+        b = engine.ones(3, 4, dtype=engine.float64)
+    elif case == "integers":
+        a, b = engine.ones(3, 4, dtype=engine.int64), engine.ones(3, 4, dtype=engine.int64)
+    elif case == "zero-d":
+        a, b = engine.tensor(1.0, requires_grad=True), engine.tensor(2.0)
+    elif case == "number":
+        b = 2.0
+    elif case == "parameter":
+        a = engine.nn.Parameter(engine.ones(3, 4))
+    if case == "anomaly":
+        with engine.autograd.detect_anomaly():
+            assert E._plain_pair(E.MulBackward0, np.multiply, a, b, E._SAVES_LIKE_MUL) is None
+            assert (a * b).grad_fn._trace is not None
+        return
+    assert E._plain_pair(E.MulBackward0, np.multiply, a, b, E._SAVES_LIKE_MUL) is None
+    import torch
+
+    ta = torch.tensor(a.detach().numpy(), requires_grad=a.requires_grad) if case != "zero-d" else \
+        torch.tensor(1.0, requires_grad=True)
+    tb = torch.tensor(b.numpy()) if not isinstance(b, float) else b
+    if case == "transposed":
+        tb = torch.ones(4, 3).t()
+    y, ty = a * b, ta * tb
+    assert y.stride() == ty.stride() and str(y.dtype).split(".")[1] == str(ty.dtype).split(".")[1]
+    np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+
+
+# ----------------------------------------------------------------------------- other per-op shortcuts
+def test_sigmoid_matches_torch_in_the_tails_at_every_float_dtype():
+    import torch
+
+    x = np.concatenate([np.linspace(-120, 120, 4001), [np.nan, np.inf, -np.inf, 0.0, -0.0]])
+    for dt in (np.float16, np.float32, np.float64):
+        xs = x.astype(dt)
+        got = engine.tensor(xs).sigmoid().numpy()
+        want = torch.sigmoid(torch.tensor(xs)).numpy()
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dt).eps, atol=0)  # exact 0 where torch's is
+    y = engine.tensor(-3.0, dtype=engine.float64, requires_grad=True)
+    s = y.sigmoid()
+    s.backward()
+    assert s.shape == () and abs(s.item() - 1 / (1 + np.exp(3.0))) < 1e-15
+    assert abs(y.grad.item() - s.item() * (1 - s.item())) < 1e-15
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "bool"])
+def test_sum_and_mean_match_torch_for_every_dim_form(dtype):
+    import torch
+
+    rng = np.random.default_rng(3)
+    for shape in [(), (0,), (3,), (2, 0, 3), (2, 3, 4)]:
+        a = (rng.standard_normal(shape) * 5).astype(dtype)
+        e, t = engine.tensor(a), torch.tensor(a)
+        dims = [None] + [d for n in range(len(shape)) for d in (n, (n,), (0, n) if n else (-1,))] + [()]
+        for dim in dims:
+            for keep in (False, True):
+                args = () if dim is None else (dim, keep)
+                got, want = e.sum(*args), t.sum(*args)
+                assert got.shape == tuple(want.shape) and str(got.dtype)[7:] == str(want.dtype)[6:]
+                np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+                if dtype.startswith("float"):
+                    got, want = e.mean(*args), t.mean(*args)
+                    assert got.shape == tuple(want.shape)
+                    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    full = engine.ones(2, 3).sum()
+    full.add_(1.0)  # a full reduction is a writable 0-d tensor of its own
+    assert full.item() == 7.0
+
+
+def test_indexing_with_an_int_makes_the_general_paths_view_and_node():
+    import torch
+
+    from engine.ops import views as V
+
+    x = engine.arange(24.0).reshape(2, 3, 4).requires_grad_()
+    t = torch.arange(24.0).reshape(2, 3, 4).requires_grad_()
+    for i in (0, 1, -1, -2):
+        got, want = x[i], t[i]
+        general = V.basic_getitem(x, (i,))
+        assert (got.shape, got.stride(), got.storage_offset()) == (
+            tuple(want.shape), want.stride(), want.storage_offset()) == (
+            general.shape, general.stride(), general.storage_offset())
+        assert type(got.grad_fn) is type(general.grad_fn) and type(got.grad_fn).__name__ == "SelectBackward0"
+    with pytest.raises(IndexError, match="index 2 is out of bounds for dimension 0 with size 2"):
+        x[2]
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
+        engine.tensor(1.0)[0]
+    (x[1][2] * 3).sum().backward()
+    (t[1][2] * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
