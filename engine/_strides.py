@@ -168,7 +168,16 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
 
 def infer_size(shape, total: int) -> Shape:
     """Resolve a single -1 in a requested shape."""
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(map(int, shape))
+    if -1 not in shape:  # the common case, checked in one loop
+        n = 1
+        for s in shape:
+            if s < 0:
+                raise RuntimeError(f"invalid shape dimension {min(shape)}")
+            n *= s
+        if n != total:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {total}")
+        return shape
     neg = [i for i, s in enumerate(shape) if s == -1]
     if len(neg) > 1:
         raise RuntimeError("only one dimension can be inferred")
@@ -194,6 +203,8 @@ def view_strides(shape: Shape, strides: Shape, new_shape: Shape) -> Shape | None
 
     Groups of old dimensions that are contiguous among themselves can be re-split freely
     (PyTorch's computeStride)."""
+    if strides == contiguous_strides(shape):  # re-split C strides: the new shape's C strides (as below)
+        return contiguous_strides(new_shape)
     if numel(shape) == 0:
         return contiguous_strides(new_shape)
     if not shape:
@@ -350,6 +361,12 @@ def flatten(shape: Shape, start: int, end: int) -> Shape:
 
 def basic_index(shape: Shape, strides: Shape, offset: int, index: tuple):
     """Geometry of x[index] for ints, slices with positive steps, None and Ellipsis."""
+    if len(index) == 1 and index[0].__class__ is int and shape:  # x[i], the commonest index: the loop's case
+        i = index[0]
+        n = shape[0]
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of bounds for dimension 0 with size {n}")
+        return shape[1:], strides[1:], offset + (i + n if i < 0 else i) * strides[0]
     n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
     if n_real > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")

@@ -515,10 +515,11 @@ class Tensor:
         t._arr = self._arr
         return t
 
-    def _view(self, shape, strides, offset) -> Tensor:
-        """Returns a view (no copy) with the given geometry over this tensor's storage."""
+    def _view(self, shape, strides, offset, cls=None) -> Tensor:
+        """Returns a view (no copy) with the given geometry over this tensor's storage (an instance of `cls`,
+        a Tensor subclass with no state of its own, when given)."""
         st = self._storage
-        t = _new_tensor(Tensor)
+        t = _new_tensor(cls or Tensor)
         t._storage = st
         t._shape = shape
         t._strides = strides

@@ -129,6 +129,10 @@ class Function(Node):
     # (tensor._laid_out): x.t() * 2 is transposed too.
     _elementwise = 0
 
+    # Ops whose forward takes one tensor and then settings (views, reductions) set 1: the graph node gets an
+    # edge for that tensor only, as torch's has (and recording skips the settings); 0: one per argument.
+    _edges = 0
+
     _saved = ()
     _saved_versions = ()
     _nondiff = ()
@@ -203,6 +207,23 @@ class Function(Node):
             node.scope = st.scope
         if st.anomaly:
             node._trace = traceback.format_stack()[:-2]
+        if len(args) == 1:  # one tensor input (unary ops, views): the loop below without its lists
+            a = args[0]
+            if a._rg:
+                gf = a.grad_fn
+                if gf is not None:
+                    edge = (gf, a._output_nr)
+                else:
+                    acc = a._grad_acc
+                    edge = (acc, 0) if acc is not None else a._grad_edge()
+                node.next_functions = (edge,)
+                node.needs_input_grad = (True,)
+            else:
+                node.next_functions = (None,)
+                node.needs_input_grad = (False,)
+            node._input_meta = [(a._shape, a._dtype)]
+            node._seq = _next_seq()
+            return node
         nf = []
         meta = []
         nig = []
@@ -255,15 +276,16 @@ class Function(Node):
     @classmethod
     def _apply_recorded(cls, args):
         """apply() when an input requires grad: record a node, run forward with it as ctx, link outputs."""
-        node = cls._new_node(args)
+        node = cls._new_node(args[:cls._edges] if cls._edges else args)
         if cls._raw:
             out = cls.forward(node, *args)
             n = cls._elementwise
             if n:
                 out = _laid_out(out, args, n)
-            if out.__class__ is not tuple and not isinstance(out, Tensor):
-                # the common case, one fresh array (per-op overhead): the general loop below does the same
-                o = _wrap_array(out)
+            if out.__class__ is not tuple:
+                # the common case, one output (a fresh array, or a view or laid-out result the forward made):
+                # the general loop below does the same (per-op overhead), output number 0 being the default
+                o = out if isinstance(out, Tensor) else _wrap_array(out)
                 if o._dtype.is_floating_point and (not node._nondiff or id(out) not in node._nondiff):
                     o._rg = True
                     o.grad_fn = node

@@ -13,7 +13,7 @@ from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
 from . import elementwise as E
 from .creation import storable
-from .views import _INDEX_NODES, _index_node, basic_getitem
+from .views import _INDEX_NODES, SelectBackward0, _index_node, basic_getitem
 
 
 def _normalise_index(index) -> tuple:
@@ -259,6 +259,8 @@ IndexBackward0 = torch_node(Index, "IndexBackward0")
 
 
 def getitem(x: Tensor, index) -> Tensor:
+    if index.__class__ is int and x._shape:  # x[i], the commonest index: what the general path below picks
+        return SelectBackward0.apply(x, (index,))
     bare = not isinstance(index, tuple)
     index = _normalise_index(index)
     if _is_basic(index):

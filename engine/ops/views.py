@@ -47,26 +47,25 @@ _TrackedView.__module__ = "engine"
 _NOT_RECORDING = _NoGradCtx
 
 
-def _tracked(ctx, view: Tensor) -> Tensor:
-    """The view a view op returns; when autograd records it, one whose grad_fn follows in-place ops."""
-    if ctx.__class__ is not _NOT_RECORDING:
-        view.__class__ = _TrackedView
-    return view
+def _tracked(ctx, x: Tensor, shape, strides, offset) -> Tensor:
+    """The view of `x` a view op returns; when autograd records it, one whose grad_fn follows in-place ops."""
+    return x._view(shape, strides, offset, None if ctx.__class__ is _NOT_RECORDING else _TrackedView)
 
 
 def _shape_arg(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+        shape = shape[0]
+    return tuple(map(int, shape))
 
 
 class View(Function):
     _raw = True
+    _edges = 1
 
     @staticmethod
     def forward(ctx, x, shape, strides):
         ctx.in_shape = x._shape
-        return _tracked(ctx, x._view(shape, strides, x._offset))
+        return _tracked(ctx, x, shape, strides, x._offset)
 
     @staticmethod
     def backward(ctx, g):
@@ -146,12 +145,13 @@ def reshape_as(x, other):
 
 class Permute(Function):
     _raw = True
+    _edges = 1
 
     @staticmethod
     def forward(ctx, x, dims):
         shape, strides = S.permute(x._shape, x._strides, dims)
         ctx.dims = S.wrap_dims(dims, len(x._shape)) if x._shape else ()
-        return _tracked(ctx, x._view(shape, strides, x._offset))
+        return _tracked(ctx, x, shape, strides, x._offset)
 
     @staticmethod
     def backward(ctx, g):
@@ -170,12 +170,13 @@ def permute(x: Tensor, *dims) -> Tensor:
 
 class Transpose(Function):
     _raw = True
+    _edges = 1
 
     @staticmethod
     def forward(ctx, x, d0, d1):
         shape, strides = S.transpose(x._shape, x._strides, d0, d1)
         ctx.d0, ctx.d1 = d0, d1
-        return _tracked(ctx, x._view(shape, strides, x._offset))
+        return _tracked(ctx, x, shape, strides, x._offset)
 
     @staticmethod
     def backward(ctx, g):
@@ -218,10 +219,11 @@ def mT(x: Tensor) -> Tensor:  # noqa: N802
 
 class Expand(Function):
     _raw = True
+    _edges = 1
 
     @staticmethod
     def forward(ctx, x, shape, strides):
-        return _tracked(ctx, x._view(shape, strides, x._offset))
+        return _tracked(ctx, x, shape, strides, x._offset)
 
     @staticmethod
     def backward(ctx, g):
@@ -303,12 +305,13 @@ class Slice(Function):
     """Basic indexing (ints, slices with positive steps, None, ...): a view; backward pads with zeros."""
 
     _raw = True
+    _edges = 1
 
     @staticmethod
     def forward(ctx, x, index):
         shape, strides, offset = S.basic_index(x._shape, x._strides, x._offset, index)
         ctx.in_shape, ctx.index = x._shape, index
-        return _tracked(ctx, x._view(shape, strides, offset))
+        return _tracked(ctx, x, shape, strides, offset)
 
     @staticmethod
     def backward(ctx, g):
@@ -509,6 +512,7 @@ class AsStrided(Function):
     """A view with explicit geometry relative to the input's storage; backward scatters (handles overlap)."""
 
     _raw = True
+    _edges = 1
 
     @staticmethod
     def forward(ctx, x, shape, strides, offset, logical_geom=None):
@@ -523,7 +527,7 @@ class AsStrided(Function):
         else:
             ctx.geom = (shape, strides, offset)
             ctx.in_geom = (x._shape, x._strides, x._offset)
-        return _tracked(ctx, x._view(shape, strides, offset))
+        return _tracked(ctx, x, shape, strides, offset)
 
     @staticmethod
     def backward(ctx, g):
