@@ -16,7 +16,7 @@ def _check_same(a: Tensor, b: Tensor, name: str) -> None:
     if a._dtype is not b._dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
                            f"{D.cpp_type_name(a._dtype)} != {D.cpp_type_name(b._dtype)}")
-    if a._storage.device != b._storage.device:
+    if a._storage.device is not b._storage.device and a._storage.device != b._storage.device:
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                            f"{a.device} and {b.device}!")
 
@@ -31,7 +31,7 @@ class Matmul(Function):
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         A, B = a._arr, b._arr
-        if A.dtype == np.float16 and A.__class__ is np.ndarray:
+        if a._dtype is D.float16 and A.__class__ is np.ndarray:
             # NumPy has no half-precision BLAS: accumulate in float32 like PyTorch's CPU kernel, round once.
             return np.matmul(A.astype(np.float32), B.astype(np.float32)).astype(np.float16)
         return np.matmul(A, B)
@@ -79,7 +79,7 @@ def _prepare(input: Tensor, other: Tensor):
     if _amp_state.any:  # autocast: run in half precision
         input, other = autocast_cast(input, other)
     _check_same(input, other, "matmul")
-    da, db = input.ndim, other.ndim
+    da, db = len(input._shape), len(other._shape)
     if da == 0 or db == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {da}D and {db}D")
     sa = (1,) + input._shape if da == 1 else input._shape

@@ -15,6 +15,8 @@ from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
 
 values_indices = namedtuple("values_indices", ["values", "indices"])
+_ndarray = np.ndarray
+_add_reduce = np.add.reduce
 
 
 def _axes(x: Tensor, dim):
@@ -55,13 +57,23 @@ def _recordable(out: Tensor, input: Tensor) -> Tensor:
     return out
 
 
+def _sum_array(a, axes: tuple, keepdim: bool, np_dtype):
+    """np.sum(a, axes, np_dtype, keepdims=keepdim) as an array (a 0-d one for a full reduction); on the CPU
+    without np.sum's Python wrapper, which costs more than summing a small tensor (per-op overhead)."""
+    if a.__class__ is _ndarray:
+        r = _add_reduce(a, axes, np_dtype, None, keepdim)
+        return r if r.__class__ is _ndarray else np.array(r)  # a NumPy scalar: a writable 0-d array
+    return np.sum(a, axis=axes, keepdims=keepdim, dtype=np_dtype)
+
+
 class Sum(Function):
     _raw = True
+    _edges = 1
 
     @staticmethod
     def forward(ctx, x, axes, keepdim, dtype):
         ctx.in_shape, ctx.axes, ctx.keepdim = x._shape, axes, keepdim
-        return np.sum(x._arr, axis=axes, keepdims=keepdim, dtype=dtype.np)
+        return _sum_array(x._arr, axes, keepdim, dtype.np)
 
     @staticmethod
     def backward(ctx, g):
@@ -127,6 +139,7 @@ class Mean(Function):
     """Its own node (not sum / n) so the graph reads MeanBackward0, as users see in PyTorch."""
 
     _raw = True
+    _edges = 1
 
     @staticmethod
     def forward(ctx, x, axes, keepdim, dtype):
@@ -135,10 +148,10 @@ class Mean(Function):
         for a in axes:
             n *= x._shape[a]
         ctx.n = n
-        s = np.sum(x._arr, axis=axes, keepdims=keepdim, dtype=dtype.np)
+        s = _sum_array(x._arr, axes, keepdim, dtype.np)
         if n == 0:
             return np.full_like(s, np.nan)
-        return np.true_divide(s, n, dtype=dtype.np)
+        return np.true_divide(s, n, out=s)  # s is a fresh array of the result dtype
 
     @staticmethod
     def backward(ctx, g):
@@ -836,6 +849,7 @@ def cumprod(input, dim, *, dtype=None):
 
 class Softmax(Function):
     _raw = True
+    _edges = 1
     _save_output = True
 
     @staticmethod
@@ -860,6 +874,7 @@ class Softmax(Function):
 
 class LogSoftmax(Function):
     _raw = True
+    _edges = 1
     _save_output = True
 
     @staticmethod
