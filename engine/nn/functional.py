@@ -1395,6 +1395,7 @@ _ = math
 # shadowed by softplus's argument of that name)
 from ._activations import *  # noqa: E402, F403
 from ._activations import _check_dtype  # noqa: E402  (the dtype check of torch's CPU kernels)
+from ._ctc import ctc_loss  # noqa: E402, F401
 
 # distances and the margin, embedding and likelihood losses (imported last: they use _reduce from above)
 from ._distance_losses import (  # noqa: E402, F401
@@ -1447,5 +1448,6 @@ from ._resample import (  # noqa: E402, F401
     upsample_bilinear,
     upsample_nearest,
 )
+from ._sampling import affine_grid, grid_sample  # noqa: E402, F401
 from ._stochastic import alpha_dropout, feature_alpha_dropout, gumbel_softmax  # noqa: E402, F401
 from .functional_seq import scaled_dot_product_attention  # noqa: E402, F401  (attention lives beside the RNNs)

@@ -1,5 +1,5 @@
-"""Loss modules: MSE, L1, SmoothL1, CrossEntropy, NLL, BCE, BCEWithLogits, KLDiv, then the margin, embedding,
-likelihood and triplet losses (PyTorch reductions)."""
+"""Loss modules: MSE, L1, SmoothL1, CrossEntropy, NLL, BCE, BCEWithLogits, KLDiv, CTC, then the margin,
+embedding, likelihood and triplet losses (PyTorch reductions)."""
 
 from __future__ import annotations
 
@@ -115,6 +115,18 @@ class KLDivLoss(_Loss):
 
     def forward(self, input, target):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class CTCLoss(_Loss):
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> None:
+        super().__init__(reduction=reduction)
+        self.blank = blank
+        self.zero_infinity = zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(
+            log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction, self.zero_infinity
+        )
 
 
 class CosineEmbeddingLoss(_Loss):

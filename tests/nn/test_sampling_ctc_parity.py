@@ -1,0 +1,346 @@
+"""affine_grid, grid_sample and ctc_loss / CTCLoss against torch: values, gradients, float64 gradchecks and
+torch's errors and warnings."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+from nn_helpers import backward_both, close, pair
+
+import engine
+import engine.nn.functional as F
+from engine.autograd import gradcheck
+
+
+def _same_error(engine_call, torch_call):
+    """Both calls raise the same exception type with the same message (the engine's reprs say engine.Size,
+    engine.int64 where torch's say torch.)."""
+    with pytest.raises(Exception) as te:
+        torch_call()
+    with pytest.raises(type(te.value), match=re.escape(str(te.value).replace("torch.", "engine."))):
+        engine_call()
+
+
+# ----------------------------------------------------------------------------- affine_grid
+@pytest.mark.parametrize("size", [(2, 3, 4, 5), (3, 1, 1, 6), (2, 2, 3, 4, 5), (1, 1, 2, 1, 3)])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid_values_and_theta_gradient_match_torch(size, align_corners):
+    d = len(size) - 2
+    te, tt = pair(size[0], d, d + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # unit-size grids with align_corners=True warn in both
+        ye, yt = F.affine_grid(te, size, align_corners), TF.affine_grid(tt, size, align_corners)
+    close(ye, yt, atol=1e-12)
+    backward_both(ye, yt)
+    close(te.grad, tt.grad, atol=1e-10)
+
+
+def test_affine_grid_float32_and_gradcheck():
+    te, tt = pair(2, 2, 3, dtype=np.float32)
+    close(F.affine_grid(te, (2, 1, 3, 4), False), TF.affine_grid(tt, (2, 1, 3, 4), False))
+    assert F.affine_grid(te, (2, 1, 3, 4), False).dtype == engine.float32
+    theta = engine.tensor(np.random.default_rng(3).standard_normal((1, 3, 4)), requires_grad=True)
+    assert gradcheck(lambda t: F.affine_grid(t, (1, 1, 2, 3, 2), True), (theta,))
+
+
+def test_affine_grid_warns_like_torch_when_align_corners_is_none():
+    te, tt = pair(1, 2, 3)
+    with pytest.warns(UserWarning, match="Default grid_sample and affine_grid behavior has changed") as er:
+        ye = F.affine_grid(te, (1, 1, 3, 3))
+    with pytest.warns(UserWarning) as tr:
+        yt = TF.affine_grid(tt, (1, 1, 3, 3))
+    assert str(er[0].message) == str(tr[0].message)
+    close(ye, yt, atol=1e-12)  # the default is align_corners=False
+
+
+@pytest.mark.parametrize(
+    "theta_shape, size",
+    [((2, 3, 3), (2, 3, 4, 5)), ((2, 2, 3), (2, 3, 4, 5, 6)), ((2, 2, 3), (2, 3, 4)),
+     ((2, 2, 3), (2, 3, 0, 5)), ((2, 2, 3), (3, 3, 4, 5))],
+)
+def test_affine_grid_errors_match_torch(theta_shape, size):
+    te, tt = pair(*theta_shape)
+    _same_error(lambda: F.affine_grid(te, size, False), lambda: TF.affine_grid(tt, size, False))
+
+
+def test_affine_grid_rejects_integer_theta_like_torch():
+    _same_error(lambda: F.affine_grid(engine.ones(1, 2, 3, dtype=engine.int64), (1, 1, 2, 2), False),
+                lambda: TF.affine_grid(torch.ones(1, 2, 3, dtype=torch.int64), (1, 1, 2, 2), False))
+
+
+# ----------------------------------------------------------------------------- grid_sample
+def _grid_pair(shape, seed, dtype=np.float64, reach=1.6):
+    """A grid reaching beyond [-1, 1] (out-of-range points exercise each padding mode)."""
+    return pair(*shape, seed=seed, dtype=dtype, low=-reach, high=reach)
+
+
+def _check_grid_sample(in_shape, grid_shape, mode, padding_mode, align_corners, dtype=np.float64, tol=1e-10):
+    xe, xt = pair(*in_shape, dtype=dtype)
+    ge, gt = _grid_pair(grid_shape, seed=1, dtype=dtype)
+    ye = F.grid_sample(xe, ge, mode, padding_mode, align_corners)
+    yt = TF.grid_sample(xt, gt, mode, padding_mode, align_corners)
+    close(ye, yt, atol=tol, rtol=tol)
+    assert ye.dtype == (engine.float64 if dtype == np.float64 else engine.float32)
+    assert type(ye.grad_fn).__name__ == type(yt.grad_fn).__name__
+    backward_both(ye, yt)
+    close(xe.grad, xt.grad, atol=tol, rtol=tol)
+    close(ge.grad, gt.grad, atol=tol * 10, rtol=tol * 10)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_4d_values_and_gradients_match_torch(mode, padding_mode, align_corners):
+    _check_grid_sample((2, 3, 5, 6), (2, 4, 7, 2), mode, padding_mode, align_corners)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_5d_values_and_gradients_match_torch(mode, padding_mode, align_corners):
+    _check_grid_sample((2, 2, 3, 4, 5), (2, 3, 2, 4, 3), mode, padding_mode, align_corners)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_grid_sample_float32_matches_torch(mode):
+    _check_grid_sample((3, 2, 8, 7), (3, 5, 9, 2), mode, "reflection", False, dtype=np.float32, tol=2e-5)
+
+
+def test_grid_sample_reaches_far_outside_and_unit_sized_inputs():
+    xe, xt = pair(1, 2, 1, 4)  # a one-row image: reflection with align_corners=True has nothing to reflect in
+    ge, gt = _grid_pair((1, 3, 5, 2), seed=4, reach=7.0)
+    for pm in ("zeros", "border", "reflection"):
+        for ac in (False, True):
+            close(F.grid_sample(xe, ge, "bilinear", pm, ac), TF.grid_sample(xt, gt, "bilinear", pm, ac),
+                  atol=1e-12)
+            close(F.grid_sample(xe, ge, "bicubic", pm, ac), TF.grid_sample(xt, gt, "bicubic", pm, ac),
+                  atol=1e-12)
+
+
+def test_grid_sample_identity_affine_grid_with_align_corners_reproduces_the_input():
+    x = engine.randn(2, 3, 4, 5)
+    theta = engine.tensor(np.tile(np.eye(2, 3, dtype=np.float32), (2, 1, 1)))
+    for ac in (False, True):
+        y = F.grid_sample(x, F.affine_grid(theta, (2, 3, 4, 5), ac), align_corners=ac)
+        np.testing.assert_allclose(y.numpy(), x.numpy(), atol=1e-5)
+
+
+def test_grid_sample_nearest_has_a_zero_grid_gradient_as_in_torch():
+    xe, _ = pair(1, 2, 4, 4)
+    ge, _ = _grid_pair((1, 3, 3, 2), seed=2, reach=0.8)  # every point inside: each reads one input pixel
+    F.grid_sample(xe, ge, "nearest", align_corners=False).sum().backward()
+    assert ge.grad is not None and not ge.grad.numpy().any()
+    assert xe.grad.numpy().sum() == pytest.approx(2 * 9)
+
+
+def test_grid_sample_nearest_rounds_half_way_points_to_even_like_torch():
+    xe, xt = pair(1, 1, 4, 4)
+    ticks = np.array([-1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0])  # pixel positions k + 0.5 and k
+    grid = np.stack(np.meshgrid(ticks, ticks, indexing="ij"), -1)[None]
+    for ac in (False, True):
+        close(F.grid_sample(xe, engine.tensor(grid), "nearest", "border", ac),
+              TF.grid_sample(xt, torch.tensor(grid), "nearest", "border", ac), atol=0)
+
+
+def test_grid_sample_through_affine_grid_trains_theta_like_torch():
+    xe, xt = pair(2, 3, 6, 6, seed=5)
+    te, tt = pair(2, 2, 3, seed=6)
+    ye = F.grid_sample(xe, F.affine_grid(te, (2, 3, 4, 4), False), align_corners=False)
+    yt = TF.grid_sample(xt, TF.affine_grid(tt, (2, 3, 4, 4), False), align_corners=False)
+    backward_both(ye, yt)
+    close(te.grad, tt.grad, atol=1e-10)
+    close(xe.grad, xt.grad, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "mode, padding_mode, shape, grid_shape",
+    [("bilinear", "zeros", (1, 2, 3, 3), (1, 2, 2, 2)),
+     ("bilinear", "reflection", (1, 1, 3, 4), (1, 2, 3, 2)),
+     ("bicubic", "border", (1, 1, 4, 3), (1, 2, 2, 2)), ("bicubic", "zeros", (1, 2, 3, 3), (1, 1, 3, 2)),
+     ("bilinear", "border", (1, 1, 2, 3, 2), (1, 2, 1, 2, 3))],
+)
+def test_grid_sample_gradcheck_float64(mode, padding_mode, shape, grid_shape):
+    rng = np.random.default_rng(7)
+    x = engine.tensor(rng.standard_normal(shape), requires_grad=True)
+    g = engine.tensor(rng.uniform(-1.3, 1.3, grid_shape), requires_grad=True)
+    assert gradcheck(lambda a, b: F.grid_sample(a, b, mode, padding_mode, True), (x, g))
+
+
+def test_grid_sample_double_backward_is_refused_clearly():
+    xe, _ = pair(1, 1, 3, 3)
+    ge, _ = _grid_pair((1, 2, 2, 2), seed=3)
+    y = F.grid_sample(xe, ge, align_corners=False)
+    _, gg = engine.autograd.grad(y.sum(), (xe, ge), create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward of grid_sample"):
+        gg.sum().backward()
+
+
+@pytest.mark.parametrize(
+    "kwargs, in_shape, grid_shape",
+    [(dict(mode="foo"), (2, 3, 4, 5), (2, 6, 7, 2)), (dict(padding_mode="foo"), (2, 3, 4, 5), (2, 6, 7, 2)),
+     (dict(mode="bicubic"), (1, 1, 2, 2, 2), (1, 2, 2, 2, 3)), ({}, (2, 3, 4, 5), (3, 6, 7, 2)),
+     ({}, (2, 3, 4, 5), (2, 6, 7, 3)), ({}, (2, 3, 4, 4), (2, 6, 1, 1, 3)), ({}, (2, 3, 4), (2, 6, 1)),
+     ({}, (2, 3, 0, 5), (2, 6, 7, 2))],
+)
+def test_grid_sample_errors_match_torch(kwargs, in_shape, grid_shape):
+    xe, xt = pair(*in_shape)
+    ge, gt = pair(*grid_shape, seed=1)
+    _same_error(lambda: F.grid_sample(xe, ge, align_corners=False, **kwargs),
+                lambda: TF.grid_sample(xt, gt, align_corners=False, **kwargs))
+
+
+def test_grid_sample_dtype_errors_and_default_warning_match_torch():
+    xe, xt = pair(1, 1, 3, 3, dtype=np.float32)
+    ge, gt = pair(1, 2, 2, 2, dtype=np.float64)
+    _same_error(lambda: F.grid_sample(xe, ge, align_corners=False),
+                lambda: TF.grid_sample(xt, gt, align_corners=False))
+    _same_error(lambda: F.grid_sample(engine.ones(1, 1, 2, 2, dtype=engine.int64),
+                                      engine.ones(1, 1, 1, 2, dtype=engine.int64), align_corners=False),
+                lambda: TF.grid_sample(torch.ones(1, 1, 2, 2, dtype=torch.int64),
+                                       torch.ones(1, 1, 1, 2, dtype=torch.int64), align_corners=False))
+    with pytest.warns(UserWarning, match="Default grid_sample and affine_grid behavior has changed"):
+        y = F.grid_sample(xe, ge.float())
+    close(y, TF.grid_sample(xt, gt.float(), align_corners=False), atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- ctc_loss
+def _ctc_pair(t, n, c, seed=0, dtype=np.float64):
+    """log_softmax outputs (as leaves) of the same random logits."""
+    logits = np.random.default_rng(seed).standard_normal((t, n, c)).astype(dtype)
+    lp = torch.tensor(logits).log_softmax(-1).detach()
+    return engine.tensor(lp.numpy(), requires_grad=True), lp.requires_grad_()
+
+
+def _check_ctc(t, n, c, targets, in_lens, tg_lens, tol=1e-10, dtype=np.float64, **kw):
+    le, lt = _ctc_pair(t, n, c, dtype=dtype)
+    ye = F.ctc_loss(le, engine.tensor(targets), in_lens, tg_lens, **kw)
+    yt = TF.ctc_loss(lt, torch.tensor(targets), in_lens, tg_lens, **kw)
+    close(ye, yt, atol=tol, rtol=tol)
+    backward_both(ye, yt)
+    close(le.grad, lt.grad, atol=tol, rtol=tol)
+    return ye, le.grad
+
+
+PADDED = np.array([[1, 2, 2, 3], [3, 3, 1, 0], [2, 1, 3, 1]])  # repeated labels; padding past each length
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("blank", [0, 4])
+def test_ctc_loss_padded_targets_match_torch(reduction, blank):
+    targets = PADDED if blank == 0 else np.where(PADDED == 4, 0, PADDED)
+    _check_ctc(9, 3, 5, targets, (9, 7, 8), (4, 3, 2), blank=blank, reduction=reduction)
+
+
+def test_ctc_loss_blank_in_the_middle_of_the_alphabet_matches_torch():
+    targets = np.array([[0, 1, 3, 3], [4, 0, 4, 4]])  # blank=2 never appears as a label
+    _check_ctc(8, 2, 5, targets, (8, 8), (4, 4), blank=2, reduction="none")
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_ctc_loss_concatenated_targets_and_tensor_lengths_match_torch(reduction):
+    le, lt = _ctc_pair(7, 3, 4, seed=2)
+    flat = np.array([1, 1, 2, 3, 2, 1])
+    lens_in, lens_tg = np.array([7, 5, 6]), np.array([3, 1, 2])
+    ye = F.ctc_loss(le, engine.tensor(flat), engine.tensor(lens_in), engine.tensor(lens_tg),
+                    reduction=reduction)
+    yt = TF.ctc_loss(lt, torch.tensor(flat), torch.tensor(lens_in), torch.tensor(lens_tg),
+                     reduction=reduction)
+    close(ye, yt, atol=1e-10)
+    backward_both(ye, yt)
+    close(le.grad, lt.grad, atol=1e-10)
+
+
+def test_ctc_loss_unbatched_input_matches_torch():
+    le, lt = _ctc_pair(6, 1, 4, seed=3)
+    target = np.array([2, 2, 1])
+    for lens in ((6,), 6):
+        le.grad = None
+        lt.grad = None
+        ye = F.ctc_loss(le[:, 0], engine.tensor(target), lens, (3,), reduction="none")
+        yt = TF.ctc_loss(lt[:, 0], torch.tensor(target), torch.tensor(lens), torch.tensor(3),
+                         reduction="none")
+        assert ye.shape == yt.shape == ()
+        close(ye, yt, atol=1e-12)
+        backward_both(ye, yt)
+        close(le.grad, lt.grad, atol=1e-12)
+
+
+def test_ctc_loss_impossible_alignment_is_inf_with_nan_gradient_like_torch():
+    # three repeated labels need five frames (blanks between repeats); sample 0 has three
+    ye, grad = _check_ctc(6, 2, 4, np.array([[1, 1, 1], [3, 1, 0]]), (3, 5), (3, 2), reduction="none")
+    assert np.isinf(ye.detach().numpy()[0]) and np.isfinite(ye.detach().numpy()[1])
+    g = grad.numpy()
+    assert np.isnan(g[:3, 0]).all() and not g[3:, 0].any() and np.isfinite(g[:, 1]).all()
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_ctc_loss_zero_infinity_zeroes_impossible_samples_and_their_gradients(reduction):
+    ye, grad = _check_ctc(6, 2, 4, np.array([[1, 1, 1], [3, 1, 0]]), (3, 5), (3, 2), reduction=reduction,
+                          zero_infinity=True)
+    assert np.isfinite(ye.detach().numpy()).all()
+    assert not grad.numpy()[:, 0].any() and grad.numpy()[:5, 1].any()
+
+
+def test_ctc_loss_empty_targets_and_zero_lengths_match_torch():
+    targets = np.array([[1, 2], [0, 0], [0, 0], [3, 0]])
+    _check_ctc(5, 4, 4, targets, (5, 4, 0, 0), (2, 0, 0, 1), reduction="none")
+
+
+def test_ctc_loss_float32_longer_sequences_match_torch():
+    rng = np.random.default_rng(4)
+    targets = rng.integers(1, 10, (4, 12))
+    _check_ctc(50, 4, 10, targets, (50, 40, 33, 20), (12, 7, 5, 0), tol=2e-5, dtype=np.float32)
+
+
+def test_ctc_loss_gradcheck_through_log_softmax_float64():
+    # torch's gradient is d loss / d logits beneath a log_softmax, so check the composite
+    logits = engine.tensor(np.random.default_rng(5).standard_normal((5, 2, 4)), requires_grad=True)
+    targets = engine.tensor(np.array([[1, 1], [2, 3]]))
+    for reduction in ("none", "mean"):
+        def loss(x, reduction=reduction):
+            return F.ctc_loss(F.log_softmax(x, -1), targets, (5, 4), (2, 2), reduction=reduction)
+
+        assert gradcheck(loss, (logits,))
+
+
+def test_ctc_loss_module_matches_torch_module():
+    le, lt = _ctc_pair(7, 3, 5, seed=6)
+    me, mt = engine.nn.CTCLoss(blank=4, zero_infinity=True), torch.nn.CTCLoss(blank=4, zero_infinity=True)
+    args = (np.array([[1, 2, 0], [3, 3, 3], [0, 1, 2]]), (7, 4, 6), (3, 3, 2))
+    ye = me(le, engine.tensor(args[0]), *args[1:])
+    yt = mt(lt, torch.tensor(args[0]), *args[1:])
+    close(ye, yt, atol=1e-10)
+    backward_both(ye, yt)
+    close(le.grad, lt.grad, atol=1e-10)
+    assert type(me(le, engine.tensor(args[0]), *args[1:]).grad_fn).__name__ == "MeanBackward0"
+
+
+@pytest.mark.parametrize(
+    "targets, in_lens, tg_lens, kw",
+    [(PADDED[:2, :3], (7, 5), (3, 2), {}), (PADDED[:2, :3], (6, 5), (4, 2), {}),
+     (PADDED[:2, :3], (6, 5), (-1, 2), {}), (PADDED[:2, :3], (-1, 5), (1, 2), {}),
+     (PADDED[:2, :3], (6, 5), (3, 2), dict(blank=5)),
+     (PADDED[:2, :3], (6, 5, 4), (3, 2), {}), (PADDED[:2, :3], (6, 5), (3, 2, 1), {}),
+     (np.array([1, 2, 2, 3]), (6, 5), (3, 2), {}), (PADDED[None, :2, :3], (6, 5), (3, 2), {}),
+     (PADDED[:2, :3], (6, 5), (3, 2), dict(reduction="foo"))],
+)
+def test_ctc_loss_errors_match_torch(targets, in_lens, tg_lens, kw):
+    le, lt = _ctc_pair(6, 2, 5)
+    _same_error(lambda: F.ctc_loss(le, engine.tensor(targets), in_lens, tg_lens, **kw),
+                lambda: TF.ctc_loss(lt, torch.tensor(targets), in_lens, tg_lens, **kw))
+
+
+def test_ctc_loss_dtype_errors_match_torch():
+    le, lt = _ctc_pair(6, 2, 5)
+    tg = PADDED[:2, :3]
+    _same_error(lambda: F.ctc_loss(le, engine.tensor(tg), engine.tensor([6.0, 5.0]), (3, 2)),
+                lambda: TF.ctc_loss(lt, torch.tensor(tg), torch.tensor([6.0, 5.0]), torch.tensor([3, 2])))
+    _same_error(lambda: F.ctc_loss(le.detach().long(), engine.tensor(tg), (6, 5), (3, 2)),
+                lambda: TF.ctc_loss(lt.detach().long(), torch.tensor(tg), (6, 5), (3, 2)))
+    _same_error(lambda: F.ctc_loss(le[None], engine.tensor(tg), (6, 5), (3, 2)),
+                lambda: TF.ctc_loss(lt[None], torch.tensor(tg), (6, 5), (3, 2)))
