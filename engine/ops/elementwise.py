@@ -132,6 +132,7 @@ def _alpha_times(np_fn, A, B, alpha, dt: D.dtype):
 class Add(Function):
     _raw = True
     _elementwise = 2
+    _edges = 2  # the two operands (not alpha or the rounding mode), as torch's node
     alpha = 1  # the forward sets it; the default is _plain_pair's
 
     @staticmethod
@@ -148,6 +149,7 @@ class Add(Function):
 class Sub(Function):
     _raw = True
     _elementwise = 2
+    _edges = 2  # the two operands (not alpha or the rounding mode), as torch's node
     alpha = 1  # the forward sets it; the default is _plain_pair's
 
     @staticmethod
@@ -219,6 +221,7 @@ def _unwrapped(x, X, dt: D.dtype):
 class Div(Function):
     _raw = True
     _elementwise = 2
+    _edges = 2  # the two operands (not alpha or the rounding mode), as torch's node
     sa = sb = rounding = None  # the forward sets them; the defaults are _plain_pair's (true division)
 
     @staticmethod
@@ -654,22 +657,27 @@ def _maybe_out(result: Tensor, out):
 
 
 # ----------------------------------------------------------------------------- unary math
-def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, node=None, refuse=None):
-    """Make a unary op: forward np_fn on the array, backward grad(ctx, g, x, out); its graph nodes are
-    named `node` (torch's name; default name + "Backward0"). refuse = (kernel, dtypes): the dtypes torch's
+def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, node=None, refuse=None,
+           save_in=True):
+    """Make a unary op: forward np_fn on the array, backward grad(g, x, out); its graph nodes are named
+    `node` (torch's name; default name + "Backward0"). The node keeps the output for grad when save_out, else
+    the input unless save_in is False (a gradient that needs neither, like neg's: as torch's node, it saves
+    nothing, so an in-place edit of the input later is fine). refuse = (kernel, dtypes): the dtypes torch's
     kernel has no loop for, which raise its NotImplementedError."""
 
     def forward(ctx, x):
         arr = x._arr
         if float_only and not x._dtype.is_floating_point:
             arr, _ = _as_float(arr, x._dtype)
-        if not save_out:
+        if save_in and not save_out:
             ctx.save_for_backward(x)
         return np_fn(arr)
 
     def backward(ctx, g):
         if save_out:
             return grad(g, None, ctx.saved_output)
+        if not save_in:
+            return grad(g, None, None)
         (x,) = ctx.saved_tensors
         return grad(g, x, None)
 
@@ -704,7 +712,10 @@ def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, no
 
 
 def _zero_grad(g, x, out):
-    return g * 0
+    """torch's zeros_like(grad): 0 even where the incoming gradient is inf or NaN (g * 0 would be NaN)."""
+    from .creation import zeros_like
+
+    return zeros_like(g)
 
 
 Exp, exp = _unary("Exp", np.exp, lambda g, x, out: g * out, save_out=True)
@@ -719,7 +730,7 @@ Rsqrt, rsqrt = _unary("Rsqrt", lambda a: 1 / np.sqrt(a), lambda g, x, out: g * (
 _BOOL = frozenset((D.bool_,))
 _NOT_FLOAT = frozenset(d for d in D.ALL if not d.is_floating_point)
 Abs, abs = _unary("Abs", np.abs, lambda g, x, out: g * x.sign(), float_only=False, refuse=("abs_cpu", _BOOL))
-Neg, _neg = _unary("Neg", np.negative, lambda g, x, out: -g, float_only=False)
+Neg, _neg = _unary("Neg", np.negative, lambda g, x, out: -g, float_only=False, save_in=False)
 Sin, sin = _unary("Sin", np.sin, lambda g, x, out: g * x.cos())
 Cos, cos = _unary("Cos", np.cos, lambda g, x, out: -g * x.sin())
 Tan, tan = _unary("Tan", np.tan, lambda g, x, out: g * (1 + out * out), save_out=True)
@@ -740,10 +751,13 @@ def _sign_np(a):
     return np.subtract(a > 0, a < 0, dtype=a.dtype)
 
 
-Sign, _sign = _unary("Sign", _sign_np, _zero_grad, float_only=False)
-Floor, floor = _unary("Floor", np.floor, _zero_grad, float_only=False, refuse=("floor_vml_cpu", _BOOL))
-Ceil, ceil = _unary("Ceil", np.ceil, _zero_grad, float_only=False, refuse=("ceil_vml_cpu", _BOOL))
-Trunc, trunc = _unary("Trunc", np.trunc, _zero_grad, float_only=False, refuse=("trunc_vml_cpu", _BOOL))
+Sign, _sign = _unary("Sign", _sign_np, _zero_grad, float_only=False, save_in=False)
+Floor, floor = _unary("Floor", np.floor, _zero_grad, float_only=False, refuse=("floor_vml_cpu", _BOOL),
+                      save_in=False)
+Ceil, ceil = _unary("Ceil", np.ceil, _zero_grad, float_only=False, refuse=("ceil_vml_cpu", _BOOL),
+                    save_in=False)
+Trunc, trunc = _unary("Trunc", np.trunc, _zero_grad, float_only=False, refuse=("trunc_vml_cpu", _BOOL),
+                      save_in=False)
 Frac, frac = _unary("Frac", lambda a: a - np.trunc(a), lambda g, x, out: g, refuse=("frac_cpu", _NOT_FLOAT))
 
 
@@ -939,7 +953,7 @@ def _sinc_grad(g, x, out):
 
 
 Sinc, sinc = _unary("Sinc", np.sinc, _sinc_grad)
-Signbit, signbit = _unary("Signbit", np.signbit, _zero_grad, float_only=False)  # bool: no gradient
+Signbit, signbit = _unary("Signbit", np.signbit, _zero_grad, float_only=False, save_in=False)  # bool: no grad
 
 
 # ----------------------------------------------------------------------------- clamp, where, copies

@@ -249,3 +249,17 @@ def test_fill_on_a_tensor_with_history_gives_the_old_values_zero_gradient(value)
         b.sum().backward()
         grads.append(a.grad.tolist())
     assert grads[2] == grads[3] == [[0.0] * 3, [1.0] * 3]
+
+
+@pytest.mark.parametrize("op", ["neg", "sign", "floor", "ceil", "trunc"])
+def test_ops_whose_gradient_needs_no_input_save_none_and_give_exact_zeros_like_torch(op):
+    grads = []
+    for lib in (engine, torch):
+        x = lib.tensor([1.5, -2.5, 3.0], requires_grad=True)
+        h = x * 1.0
+        y = getattr(h, op)()
+        with lib.no_grad():
+            h.add_(1.0)  # torch's node saved nothing: an in-place edit of the input afterwards is fine
+        y.backward(lib.tensor([math.inf, math.nan, 2.0]))  # zeros, not inf * 0, where constant
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
