@@ -1,6 +1,7 @@
-"""Engine core benchmarks: per-op overhead and a 784-256-10 MLP training step, vs PyTorch CPU and NumPy.
+"""Engine core benchmarks: per-op overhead (a * b + c, and a table of common ops) and a 784-256-10 MLP
+training step, vs PyTorch CPU and NumPy.
 
-Run: python benchmarks/bench_core.py [--rounds 7] [--threads 0|1|2]
+Run: python benchmarks/bench_core.py [--rounds 7] [--threads 0|1|2] [--only per-op|ops|mlp]
 "torch (control)" is a second, identical torch contender: its ratio to torch shows the noise floor.
 Targets (issue "Engine core"): per-op overhead < 2x torch; MLP step no slower than torch CPU and
 within 1.2x of the hand-written NumPy step."""
@@ -59,6 +60,40 @@ def per_op(rounds: int) -> None:
             print(f"  engine/torch {kind:<14}: {median_ratio(per, 'engine ' + kind, 'torch ' + kind):.2f}x")
         ctl = median_ratio(per, "torch (control) fwd+bwd", "torch fwd+bwd")
         print(f"  control: torch/torch fwd+bwd: {ctl:.2f}x")
+
+
+# Common single ops on a (4, 4) float32 tensor that requires grad (forward only, recording the graph): the
+# per-op overhead a small model pays. Each entry is (name, code), the code run as written on the engine's
+# tensors a, b and on torch's.
+OP_TABLE = [
+    ("a * b", "a * b"), ("a * 2.0", "a * 2.0"), ("1 - a", "1 - a"), ("-a", "-a"), ("a.exp()", "a.exp()"),
+    ("a.tanh()", "a.tanh()"), ("a.sigmoid()", "a.sigmoid()"), ("a.relu()", "a.relu()"), ("a @ b", "a @ b"),
+    ("a.sum()", "a.sum()"), ("a.mean()", "a.mean()"), ("a.sum(1)", "a.sum(1)"), ("a[0]", "a[0]"),
+    ("a[:, 1:3]", "a[:, 1:3]"), ("a.view(16)", "a.view(16)"), ("a.t()", "a.t()"),
+    ("a.unsqueeze(0)", "a.unsqueeze(0)"), ("a.softmax(1)", "a.softmax(1)"),
+]
+
+
+def op_table(rounds: int) -> None:
+    """Engine/torch time per call for each op of OP_TABLE, and their median (the per-op target is < 2x)."""
+    if torch is None:
+        print("\nop table: torch absent")
+        return
+    rng = np.random.default_rng(0)
+    arrs = [rng.standard_normal((4, 4)).astype(np.float32) for _ in range(2)]
+    ea, eb = (engine.tensor(v, requires_grad=True) for v in arrs)
+    ta, tb = (torch.tensor(v, requires_grad=True) for v in arrs)
+    print("\nCommon ops, (4,4) float32 requiring grad, forward only (microseconds per call)")
+    ratios = []
+    for name, code in OP_TABLE:
+        fe = eval(f"lambda a, b: {code}")  # noqa: S307 - the benchmark's own table
+        contenders = {"engine": lambda f=fe: f(ea, eb), "torch": lambda f=fe: f(ta, tb)}
+        times = compare(contenders, iters=2000, rounds=rounds, rest=0.05)
+        r = median_ratio(times, "engine", "torch")
+        ratios.append(r)
+        print(f"  {name:<16} engine {statistics.median(times['engine']) * 1e6:6.1f}   "
+              f"torch {statistics.median(times['torch']) * 1e6:6.1f}   engine/torch {r:.2f}x")
+    print(f"  median engine/torch over the table: {statistics.median(ratios):.2f}x (max {max(ratios):.2f}x)")
 
 
 def mlp_step(rounds: int) -> None:
@@ -183,15 +218,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--threads", type=int, default=0, help="cap BLAS and torch threads (0: defaults)")
-    ap.add_argument("--only", choices=("per-op", "mlp"), help="run one of the two benchmarks")
+    ap.add_argument("--only", choices=("per-op", "ops", "mlp"), help="run one of the three benchmarks")
     args = ap.parse_args()
     libs = set_threads(args.threads)
     tthreads = torch.get_num_threads() if torch else "-"
     tver = torch.__version__ if torch else "absent"
     print(f"numpy {np.__version__}, torch {tver} ({tthreads} threads); {libs}")
-    if args.only != "mlp":
+    if args.only in (None, "per-op"):
         per_op(args.rounds)
-    if args.only != "per-op":
+    if args.only in (None, "ops"):
+        op_table(args.rounds)
+    if args.only in (None, "mlp"):
         mlp_step(args.rounds)
 
 
