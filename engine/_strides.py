@@ -367,10 +367,15 @@ def basic_index(shape: Shape, strides: Shape, offset: int, index: tuple):
         if not -n <= i < n:
             raise IndexError(f"index {i} is out of bounds for dimension 0 with size {n}")
         return shape[1:], strides[1:], offset + (i + n if i < 0 else i) * strides[0]
-    n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
+    n_real = n_ellipsis = 0
+    for i in index:
+        if i is Ellipsis:
+            n_ellipsis += 1
+        elif i is not None:
+            n_real += 1
     if n_real > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
-    if sum(1 for i in index if i is Ellipsis) > 1:
+    if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     out_sh, out_st = [], []
     d = 0

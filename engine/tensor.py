@@ -515,9 +515,11 @@ class Tensor:
         t._arr = self._arr
         return t
 
-    def _view(self, shape, strides, offset, cls=None) -> Tensor:
+    def _view(self, shape, strides, offset, cls=None, arr=None) -> Tensor:
         """Returns a view (no copy) with the given geometry over this tensor's storage (an instance of `cls`,
-        a Tensor subclass with no state of its own, when given)."""
+        a Tensor subclass with no state of its own, when given). `arr`, when given, is the backend's view of
+        that geometry made from this tensor's own array (a transpose or basic index of it costs a fraction of
+        building one over the storage)."""
         st = self._storage
         t = _new_tensor(cls or Tensor)
         t._storage = st
@@ -526,7 +528,9 @@ class Tensor:
         t._offset = offset
         t._dtype = self._dtype
         # an empty view may sit past the end of storage (torch keeps start * stride); NumPy would refuse it
-        t._arr = st.backend.view(st.data, shape, strides, 0 if 0 in shape else offset)
+        if arr is None:
+            arr = st.backend.view(st.data, shape, strides, 0 if 0 in shape else offset)
+        t._arr = arr
         base = self._base
         t._base = base if base is not None else self
         return t

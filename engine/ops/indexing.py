@@ -35,7 +35,10 @@ def _is_basic(index: tuple) -> bool:
 
 
 def _basic_form(index: tuple) -> tuple:
-    return tuple(int(i.item()) if isinstance(i, Tensor) else i for i in index)
+    for i in index:  # most basic indices hold no tensor: the tuple itself (no comprehension)
+        if isinstance(i, Tensor):
+            return tuple(int(i.item()) if isinstance(i, Tensor) else i for i in index)
+    return index
 
 
 def _array_index(index: tuple, x: Tensor) -> tuple:

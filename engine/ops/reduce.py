@@ -17,6 +17,7 @@ from ..tensor import Tensor, _wrap_array
 values_indices = namedtuple("values_indices", ["values", "indices"])
 _ndarray = np.ndarray
 _add_reduce = np.add.reduce
+_max_reduce = np.maximum.reduce
 
 
 def _axes(x: Tensor, dim):
@@ -57,13 +58,20 @@ def _recordable(out: Tensor, input: Tensor) -> Tensor:
     return out
 
 
-def _sum_array(a, axes: tuple, keepdim: bool, np_dtype):
+def _sum_array(a, axes, keepdim: bool, np_dtype):
     """np.sum(a, axes, np_dtype, keepdims=keepdim) as an array (a 0-d one for a full reduction); on the CPU
     without np.sum's Python wrapper, which costs more than summing a small tensor (per-op overhead)."""
     if a.__class__ is _ndarray:
         r = _add_reduce(a, axes, np_dtype, None, keepdim)
         return r if r.__class__ is _ndarray else np.array(r)  # a NumPy scalar: a writable 0-d array
     return np.sum(a, axis=axes, keepdims=keepdim, dtype=np_dtype)
+
+
+def _max_array(a, d: int):
+    """np.max(a, axis=d, keepdims=True) (NaN propagates), on the CPU without np.max's Python wrapper."""
+    if a.__class__ is _ndarray:
+        return _max_reduce(a, d, None, None, True)
+    return np.max(a, axis=d, keepdims=True)
 
 
 class Sum(Function):
@@ -861,8 +869,9 @@ class Softmax(Function):
         ctx.d = d
         if not a.size:  # an empty batch: nothing to normalise (and max() of nothing would raise)
             return a.copy()
-        e = np.exp(a - np.max(a, axis=d, keepdims=True))
-        e /= np.sum(e, axis=d, keepdims=True)
+        e = a - _max_array(a, d)
+        np.exp(e, out=e)
+        e /= _sum_array(e, d, True, None)
         return e
 
     @staticmethod
@@ -886,8 +895,8 @@ class LogSoftmax(Function):
         ctx.d = d
         if not a.size:  # as in Softmax
             return a.copy()
-        s = a - np.max(a, axis=d, keepdims=True)
-        s -= np.log(np.sum(np.exp(s), axis=d, keepdims=True))
+        s = a - _max_array(a, d)
+        s -= np.log(_sum_array(np.exp(s), d, True, None))
         return s
 
     @staticmethod

@@ -47,9 +47,10 @@ _TrackedView.__module__ = "engine"
 _NOT_RECORDING = _NoGradCtx
 
 
-def _tracked(ctx, x: Tensor, shape, strides, offset) -> Tensor:
-    """The view of `x` a view op returns; when autograd records it, one whose grad_fn follows in-place ops."""
-    return x._view(shape, strides, offset, None if ctx.__class__ is _NOT_RECORDING else _TrackedView)
+def _tracked(ctx, x: Tensor, shape, strides, offset, arr=None) -> Tensor:
+    """The view of `x` a view op returns; when autograd records it, one whose grad_fn follows in-place ops.
+    `arr`: the same view of x's array, when the op has it cheaply (Tensor._view)."""
+    return x._view(shape, strides, offset, None if ctx.__class__ is _NOT_RECORDING else _TrackedView, arr)
 
 
 def _shape_arg(shape) -> tuple:
@@ -150,8 +151,8 @@ class Permute(Function):
     @staticmethod
     def forward(ctx, x, dims):
         shape, strides = S.permute(x._shape, x._strides, dims)
-        ctx.dims = S.wrap_dims(dims, len(x._shape)) if x._shape else ()
-        return _tracked(ctx, x, shape, strides, x._offset)
+        ctx.dims = d = S.wrap_dims(dims, len(x._shape)) if x._shape else ()
+        return _tracked(ctx, x, shape, strides, x._offset, x._arr.transpose(d) if d else None)
 
     @staticmethod
     def backward(ctx, g):
@@ -176,7 +177,7 @@ class Transpose(Function):
     def forward(ctx, x, d0, d1):
         shape, strides = S.transpose(x._shape, x._strides, d0, d1)
         ctx.d0, ctx.d1 = d0, d1
-        return _tracked(ctx, x, shape, strides, x._offset)
+        return _tracked(ctx, x, shape, strides, x._offset, x._arr.swapaxes(d0, d1) if shape else None)
 
     @staticmethod
     def backward(ctx, g):
@@ -311,7 +312,9 @@ class Slice(Function):
     def forward(ctx, x, index):
         shape, strides, offset = S.basic_index(x._shape, x._strides, x._offset, index)
         ctx.in_shape, ctx.index = x._shape, index
-        return _tracked(ctx, x, shape, strides, offset)
+        # NumPy's basic indexing makes the same view (the index is checked above), but a 0-d result of it is a
+        # scalar copy, not a view: that one is built over the storage
+        return _tracked(ctx, x, shape, strides, offset, x._arr[index] if shape else None)
 
     @staticmethod
     def backward(ctx, g):

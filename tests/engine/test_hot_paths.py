@@ -349,3 +349,29 @@ def test_indexing_with_an_int_makes_the_general_paths_view_and_node():
     (x[1][2] * 3).sum().backward()
     (t[1][2] * 3).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_views_made_from_the_tensors_own_array_share_its_memory_and_geometry(requires_grad):
+    """transpose, permute and basic indexing take NumPy's view of the tensor's array instead of building one
+    over the storage: the same memory, the engine's geometry, and writes land in the base (as torch)."""
+    import torch
+
+    ops = [lambda t: t.t(), lambda t: t.transpose(0, -1), lambda t: t.permute(1, 0), lambda t: t[:, 1:3],
+           lambda t: t[1, ::2], lambda t: t[None, 0], lambda t: t[..., 2], lambda t: t[2:, :][0],
+           lambda t: t[5:9]]
+    for i, op in enumerate(ops):
+        base = engine.arange(12.0).reshape(3, 4)
+        x = base.clone().requires_grad_(requires_grad)
+        h = x * 1.0 if requires_grad else x
+        tx = torch.arange(12.0).reshape(3, 4)
+        got, want = op(h), op(tx)
+        assert (got.shape, got.stride(), got.storage_offset()) == (
+            tuple(want.shape), want.stride(), want.storage_offset()), i
+        assert got._arr.shape == got.shape and (got.numel() == 0 or np.shares_memory(got._arr, h._arr)), i
+        for n, s, b in zip(got.shape, got.stride(), got._arr.strides):
+            assert n <= 1 or s * got.element_size() == b, i
+        with engine.no_grad():
+            got.fill_(-1.0)
+        want.fill_(-1.0)
+        np.testing.assert_array_equal(h.detach().numpy(), tx.numpy())
