@@ -223,8 +223,8 @@ def _wrap_other(arr, dtype: D.dtype | None) -> Tensor:
 def _tensor_over(st: Storage, arr) -> Tensor:
     """A tensor over all of `st`, shaped like the contiguous array `arr` (which views the same memory).
 
-    _wrap_array repeats these lines inline rather than calling this (a call per op result costs more than
-    they do); change both together."""
+    _wrap_array and elementwise._plain_pair repeat these lines inline rather than calling this (a call per op
+    result costs more than they do); change them together."""
     t = _new_tensor(Tensor)
     t._storage = st
     shape = t._shape = arr.shape
