@@ -794,6 +794,7 @@ def _sigmoid_np(a):
 Sigmoid, sigmoid = _unary("Sigmoid", _sigmoid_np, lambda g, x, out: g * out * (1 - out), save_out=True)
 _RELU_CHUNK = 1 << 14
 _RELU_ZEROS: dict = {}  # float dtype -> read-only zeros, _RELU_CHUNK long
+_FLOAT_ZEROS: dict = {}  # float dtype -> its scalar zero
 
 
 def _relu_np(a, out=None):
@@ -802,13 +803,19 @@ def _relu_np(a, out=None):
     maximum(0, x) with the zero first gives exactly that. NumPy's maximum of an array and a scalar takes a
     slow unvectorised loop (3-4x the array-array time), so large contiguous floats are maxed chunk by chunk
     against a cached array of zeros."""
-    if a.dtype.kind != "f":
-        return np.maximum(a, 0).astype(a.dtype, copy=False)
+    dt = a.dtype
+    zero = _FLOAT_ZEROS.get(dt)
+    if zero is None:
+        if dt.kind != "f":
+            return np.maximum(a, 0).astype(dt, copy=False)
+        zero = _FLOAT_ZEROS[dt] = dt.type(0)
+    if a.size < 2048:  # small: one call (the chunked loop below is for large arrays)
+        return np.maximum(zero, a, out=out)
     if out is None:
-        out = np.empty(a.shape, a.dtype)
+        out = np.empty(a.shape, dt)
     n = a.size
-    if n < 2048 or not (a.flags.c_contiguous and out.flags.c_contiguous):
-        return np.maximum(a.dtype.type(0), a, out=out)
+    if not (a.flags.c_contiguous and out.flags.c_contiguous):
+        return np.maximum(zero, a, out=out)
     z = _RELU_ZEROS.get(a.dtype)
     if z is None:
         z = _RELU_ZEROS[a.dtype] = np.zeros(_RELU_CHUNK, a.dtype)
