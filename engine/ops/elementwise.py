@@ -20,6 +20,7 @@ from ..tensor import (
     _CONTIGUOUS_STRIDES,
     Storage,
     Tensor,
+    _contiguous_strides,
     _copy_channels_last,
     _copy_preserving_layout,
     _wrap_array,
@@ -456,27 +457,40 @@ _SAVES_NOTHING, _SAVES_LIKE_MUL, _SAVES_LIKE_DIV = 0, 1, 2
 
 
 def _plain_pair(node_cls, ufunc, a, b, saves: int):
-    """add, sub, mul and div of two plain CPU tensors of one floating dtype and shape, both contiguous: the
-    common case, made without Function.apply's generality (per-op overhead is most of a small op's cost).
-    The result, its graph node (class, edges, input metadata, needs_input_grad, scope) and the tensors saved
-    for backward are what the general path makes (tests/engine/test_hot_paths.py compares the two); `saves`
-    says which tensors the node's forward saves. None when the case does not apply: the caller then takes the
-    general path."""
+    """add, sub, mul and div of two plain contiguous CPU tensors (not 0-d) of one floating dtype, of one
+    shape or broadcasting: the common case, made without Function.apply's generality (per-op overhead is most
+    of a small op's cost). The result (contiguous, as torch's for contiguous operands), its graph node (class,
+    edges, input metadata, needs_input_grad, scope) and the tensors saved for backward are what the general
+    path makes (tests/engine/test_hot_paths.py compares the two); `saves` says which tensors the node's
+    forward saves. None when the case does not apply: the caller then takes the general path."""
     if a.__class__ is not Tensor or b.__class__ is not Tensor:
         return None
     dt = a._dtype
     shape = a._shape
     strides = a._strides
-    if (b._dtype is not dt or b._shape != shape or b._strides != strides or not dt.is_floating_point
-            or a._storage.device is not CPU or b._storage.device is not CPU or not shape
-            or strides != _contiguous_get(shape)):
+    b_shape = b._shape
+    if (b._dtype is not dt or not dt.is_floating_point or a._storage.device is not CPU
+            or b._storage.device is not CPU or not shape or strides != _contiguous_get(shape)):
+        return None
+    same = b_shape == shape
+    if not (b._strides == strides if same else b_shape and b._strides == _contiguous_get(b_shape)):
         return None
     st = state
     ra, rb = a._rg, b._rg
     record = st.grad_enabled and (ra or rb)
     if record and st.anomaly:  # anomaly mode records the forward's stack: the general path does that
         return None
-    arr = ufunc(a._arr, b._arr)  # contiguous operands of one shape and dtype: C-contiguous, of that dtype
+    if same:
+        arr = ufunc(a._arr, b._arr)  # contiguous operands of one shape and dtype: C-contiguous, of that dtype
+    else:
+        try:
+            arr = ufunc(a._arr, b._arr)
+        except ValueError:  # shapes that do not broadcast: the general path raises torch's error
+            return None
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
+        shape = arr.shape
+        strides = _contiguous_get(shape) or _contiguous_strides(shape)
     # _wrap_array's work, knowing the result's shape, strides and dtype
     s = _new_object(Storage)
     s.data = arr.ravel()
@@ -504,7 +518,7 @@ def _plain_pair(node_cls, ufunc, a, b, saves: int):
             edge_b = (gf, b._output_nr) if gf is not None else b._grad_edge()
         node._seq = _next_seq()  # after the inputs' nodes (a leaf's AccumulateGrad may be made just now)
         node.next_functions = (edge_a, edge_b)
-        node._input_meta = [(shape, dt), (shape, dt)]
+        node._input_meta = [(a._shape, dt), (b_shape, dt)]
         node.needs_input_grad = (ra, rb)
         if saves:
             sa = a if rb else None

@@ -180,11 +180,13 @@ def _node_fields(node):
 
 @pytest.mark.parametrize("op,node_name,ufunc", _ARITH)
 @pytest.mark.parametrize("ra,rb", [(False, False), (True, False), (False, True), (True, True)])
-def test_inline_arithmetic_makes_the_general_paths_result_and_node(op, node_name, ufunc, ra, rb):
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((3, 4), (4,)), ((4,), (3, 4)), ((3, 1), (1, 4)),
+                                    ((2, 1, 4), (3, 1)), ((0, 4), (4,))])
+def test_inline_arithmetic_makes_the_general_paths_result_and_node(op, node_name, ufunc, ra, rb, shapes):
     from engine.ops import elementwise as E
 
     rng = np.random.default_rng(1)
-    av, bv = rng.standard_normal((3, 4)), rng.standard_normal((3, 4)) + 3.0
+    av, bv = rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1]) + 3.0
     a = engine.tensor(av, dtype=engine.float32, requires_grad=ra)
     b = engine.tensor(bv, dtype=engine.float32, requires_grad=rb)
     a0 = (a * 1.0) if ra else a  # a non-leaf input too: its edge is a node, not an AccumulateGrad
@@ -198,6 +200,9 @@ def test_inline_arithmetic_makes_the_general_paths_result_and_node(op, node_name
     np.testing.assert_array_equal(fast.detach().numpy(), general.detach().numpy())
     assert (fast._shape, fast._strides, fast._offset, fast._dtype) == (
         general._shape, general._strides, general._offset, general._dtype)
+    import torch
+
+    assert fast.stride() == getattr(torch, op)(torch.tensor(av), torch.tensor(bv)).stride()
     assert fast.requires_grad == general.requires_grad == (ra or rb)
     if not (ra or rb):
         assert fast.grad_fn is None and general.grad_fn is None
@@ -247,15 +252,15 @@ def test_inline_arithmetic_keeps_the_version_check_on_saved_inputs():
         y.sum().backward()
 
 
-@pytest.mark.parametrize("case", ["broadcast", "transposed", "dtypes", "integers", "zero-d", "number",
+@pytest.mark.parametrize("case", ["mismatch", "transposed", "dtypes", "integers", "zero-d", "number",
                                   "parameter", "anomaly"])
 def test_inline_arithmetic_leaves_other_cases_to_the_general_path(case):
     from engine.ops import elementwise as E
 
     a = engine.ones(3, 4, requires_grad=True)
     b = engine.ones(3, 4)
-    if case == "broadcast":
-        b = engine.ones(4)
+    if case == "mismatch":
+        b = engine.ones(5)
     elif case == "transposed":
         b = engine.ones(4, 3).t()
     elif case == "dtypes":
@@ -281,6 +286,13 @@ def test_inline_arithmetic_leaves_other_cases_to_the_general_path(case):
     tb = torch.tensor(b.numpy()) if not isinstance(b, float) else b
     if case == "transposed":
         tb = torch.ones(4, 3).t()
+    if case == "mismatch":  # the general path raises torch's error
+        with pytest.raises(RuntimeError) as got:
+            a * b
+        with pytest.raises(RuntimeError) as want:
+            ta * tb
+        assert str(got.value).startswith(str(want.value))  # the engine names both shapes too
+        return
     y, ty = a * b, ta * tb
     assert y.stride() == ty.stride() and str(y.dtype).split(".")[1] == str(ty.dtype).split(".")[1]
     np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
