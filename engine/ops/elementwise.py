@@ -457,13 +457,16 @@ _SAVES_NOTHING, _SAVES_LIKE_MUL, _SAVES_LIKE_DIV = 0, 1, 2
 
 
 def _plain_pair(node_cls, ufunc, a, b, saves: int):
-    """add, sub, mul and div of two plain contiguous CPU tensors (not 0-d) of one floating dtype, of one
+    """add, sub, mul and div of two contiguous CPU tensors (not 0-d) of one floating dtype, of one
     shape or broadcasting: the common case, made without Function.apply's generality (per-op overhead is most
     of a small op's cost). The result (contiguous, as torch's for contiguous operands), its graph node (class,
     edges, input metadata, needs_input_grad, scope) and the tensors saved for backward are what the general
     path makes (tests/engine/test_hot_paths.py compares the two); `saves` says which tensors the node's
     forward saves. None when the case does not apply: the caller then takes the general path."""
-    if a.__class__ is not Tensor or b.__class__ is not Tensor:
+    # a Parameter or a recorded view is a tensor like any other here, as in Function.apply
+    if a.__class__ is not Tensor and not isinstance(a, Tensor):
+        return None
+    if b.__class__ is not Tensor and not isinstance(b, Tensor):
         return None
     dt = a._dtype
     shape = a._shape
