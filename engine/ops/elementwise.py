@@ -75,6 +75,11 @@ def _wrap_int_scalar(v, dt: D.dtype):
     return v
 
 
+# A NumPy number is a plain number to torch (float32 * np.float64(2) is float32): its Python value is used, as
+# NumPy would otherwise promote by its dtype
+_NUMPY_NUMBERS = (np.integer, np.floating)
+
+
 def _operands(a, b):
     """Backend arrays (or Python scalars) for a binary op, cast so the result has PyTorch's dtype."""
     if _is_t(a):
@@ -96,10 +101,14 @@ def _operands(a, b):
                 else:
                     B = a._storage.backend.xp.asarray(B)
             return A, B, dt
+        if isinstance(b, _NUMPY_NUMBERS):
+            b = b.item()
         if _scalar_cat(b) <= a._dtype._cat:
             return a._arr, _wrap_int_scalar(b, a._dtype), a._dtype
         dt = D.result_type(a, b)
         return a._arr.astype(dt.np), b, dt
+    if isinstance(a, _NUMPY_NUMBERS):
+        a = a.item()
     if _scalar_cat(a) <= b._dtype._cat:
         return _wrap_int_scalar(a, b._dtype), b._arr, b._dtype
     dt = D.result_type(a, b)
@@ -213,7 +222,7 @@ class Mul(Function):
 def _unwrapped(x, X, dt: D.dtype):
     """An operand of a true division as it was before its cast to the integer result dtype dt."""
     if not _is_t(x):
-        return x
+        return x.item() if isinstance(x, _NUMPY_NUMBERS) else x
     if dt.is_floating_point or x._dtype is dt or x._arr.__class__ is not X.__class__:  # (or device moved)
         return X
     return x._arr
@@ -457,37 +466,45 @@ _SAVES_NOTHING, _SAVES_LIKE_MUL, _SAVES_LIKE_DIV = 0, 1, 2
 
 
 def _plain_pair(node_cls, ufunc, a, b, saves: int):
-    """add, sub, mul and div of two contiguous CPU tensors (not 0-d) of one floating dtype, of one
-    shape or broadcasting: the common case, made without Function.apply's generality (per-op overhead is most
-    of a small op's cost). The result (contiguous, as torch's for contiguous operands), its graph node (class,
-    edges, input metadata, needs_input_grad, scope) and the tensors saved for backward are what the general
-    path makes (tests/engine/test_hot_paths.py compares the two); `saves` says which tensors the node's
-    forward saves. None when the case does not apply: the caller then takes the general path."""
+    """add, sub, mul and div of a contiguous CPU tensor (not 0-d) of a floating dtype and either a Python
+    number or a contiguous tensor of the same dtype, of the same shape or broadcasting: the common case, made
+    without Function.apply's generality (per-op overhead is most of a small op's cost). The result
+    (contiguous, as torch's for contiguous operands), its graph node (class, edges, input metadata,
+    needs_input_grad, scope) and what it saves for backward are what the general path makes
+    (tests/engine/test_hot_paths.py compares the two); `saves` says which operands the node's forward saves.
+    None when the case does not apply: the caller then takes the general path."""
     # a Parameter or a recorded view is a tensor like any other here, as in Function.apply
     if a.__class__ is not Tensor and not isinstance(a, Tensor):
-        return None
-    if b.__class__ is not Tensor and not isinstance(b, Tensor):
         return None
     dt = a._dtype
     shape = a._shape
     strides = a._strides
-    b_shape = b._shape
-    if (b._dtype is not dt or not dt.is_floating_point or a._storage.device is not CPU
-            or b._storage.device is not CPU or not shape or strides != _contiguous_get(shape)):
+    if (not dt.is_floating_point or a._storage.device is not CPU or not shape
+            or strides != _contiguous_get(shape)):
         return None
-    same = b_shape == shape
-    if not (b._strides == strides if same else b_shape and b._strides == _contiguous_get(b_shape)):
-        return None
+    number = b.__class__ is float or b.__class__ is int  # (not bool, not a NumPy scalar)
+    if number:  # the general path keeps it a Python number too (_operands): same ufunc call, same dtype
+        b_shape, B, rb, same = None, b, False, True
+    else:
+        if b.__class__ is not Tensor and not isinstance(b, Tensor):
+            return None
+        b_shape = b._shape
+        if b._dtype is not dt or b._storage.device is not CPU:
+            return None
+        same = b_shape == shape
+        if not (b._strides == strides if same else b_shape and b._strides == _contiguous_get(b_shape)):
+            return None
+        B, rb = b._arr, b._rg
     st = state
-    ra, rb = a._rg, b._rg
+    ra = a._rg
     record = st.grad_enabled and (ra or rb)
     if record and st.anomaly:  # anomaly mode records the forward's stack: the general path does that
         return None
     if same:
-        arr = ufunc(a._arr, b._arr)  # contiguous operands of one shape and dtype: C-contiguous, of that dtype
+        arr = ufunc(a._arr, B)  # contiguous operands of one shape and dtype: C-contiguous, of that dtype
     else:
         try:
-            arr = ufunc(a._arr, b._arr)
+            arr = ufunc(a._arr, B)
         except ValueError:  # shapes that do not broadcast: the general path raises torch's error
             return None
         if not arr.flags.c_contiguous:
@@ -521,14 +538,16 @@ def _plain_pair(node_cls, ufunc, a, b, saves: int):
             edge_b = (gf, b._output_nr) if gf is not None else b._grad_edge()
         node._seq = _next_seq()  # after the inputs' nodes (a leaf's AccumulateGrad may be made just now)
         node.next_functions = (edge_a, edge_b)
-        node._input_meta = [(a._shape, dt), (b_shape, dt)]
+        node._input_meta = [(a._shape, dt), None if number else (b_shape, dt)]
         node.needs_input_grad = (ra, rb)
         if saves:
             sa = a if rb else None
-            sb = b if ra or saves == _SAVES_LIKE_DIV else None
+            sb = None if number else b if ra or saves == _SAVES_LIKE_DIV else None
             node._saved = (sa, sb)
             node._saved_versions = [sa._storage.version if sa is not None else 0,
                                     sb._storage.version if sb is not None else 0]
+            if number:
+                node.sb = b  # the scalar operand, as the forward keeps it
         out._rg = True
         out.grad_fn = node
     return out

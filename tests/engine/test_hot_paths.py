@@ -270,7 +270,7 @@ def test_inline_arithmetic_leaves_other_cases_to_the_general_path(case):
     elif case == "zero-d":
         a, b = engine.tensor(1.0, requires_grad=True), engine.tensor(2.0)
     elif case == "number":
-        b = 2.0
+        b = np.float64(2.0)  # a NumPy scalar: the general path (a Python float or int is taken inline)
     if case == "anomaly":
         with engine.autograd.detect_anomaly():
             assert E._plain_pair(E.MulBackward0, np.multiply, a, b, E._SAVES_LIKE_MUL) is None
@@ -281,7 +281,7 @@ def test_inline_arithmetic_leaves_other_cases_to_the_general_path(case):
 
     ta = torch.tensor(a.detach().numpy(), requires_grad=a.requires_grad) if case != "zero-d" else \
         torch.tensor(1.0, requires_grad=True)
-    tb = torch.tensor(b.numpy()) if not isinstance(b, float) else b
+    tb = torch.tensor(b.numpy()) if not isinstance(b, float) else float(b)
     if case == "transposed":
         tb = torch.ones(4, 3).t()
     if case == "mismatch":  # the general path raises torch's error
@@ -411,3 +411,32 @@ def test_inline_arithmetic_takes_parameters_and_views_with_the_general_paths_nod
     ((tw * tb + tw) * tw).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-6)
     np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("op,node_name,ufunc", _ARITH)
+@pytest.mark.parametrize("number", [2.0, 3, -0.5, 0])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_inline_arithmetic_with_a_number_makes_the_general_paths_result_and_node(op, node_name, ufunc, number,
+                                                                                dtype):
+    import torch
+
+    from engine.ops import elementwise as E
+
+    a = engine.tensor(np.random.default_rng(2).standard_normal((3, 4)), dtype=getattr(engine, dtype),
+                      requires_grad=True)
+    h = a * 1.0
+    saves = {"add": E._SAVES_NOTHING, "sub": E._SAVES_NOTHING, "mul": E._SAVES_LIKE_MUL,
+             "div": E._SAVES_LIKE_DIV}[op]
+    node_cls = getattr(E, node_name)
+    fast = E._plain_pair(node_cls, ufunc, h, number, saves)
+    assert fast is not None
+    general = node_cls.apply(h, number, *((1,) if op in ("add", "sub") else (None,) if op == "div" else ()))
+    np.testing.assert_array_equal(fast.detach().numpy(), general.detach().numpy())
+    assert fast.dtype == general.dtype == getattr(engine, dtype) and fast.stride() == general.stride()
+    assert _node_fields(fast.grad_fn) == _node_fields(general.grad_fn)
+    assert (fast.grad_fn.sa, fast.grad_fn.sb) == (general.grad_fn.sa, general.grad_fn.sb) if op in (
+        "mul", "div") else True
+    (ga,) = engine.autograd.grad(fast.sum(), [a])
+    t = torch.tensor(a.detach().numpy(), requires_grad=True)
+    (gt,) = torch.autograd.grad(getattr(torch, op)(t * 1.0, number).sum(), [t])
+    np.testing.assert_array_equal(ga.numpy(), gt.numpy())

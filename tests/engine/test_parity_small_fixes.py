@@ -263,3 +263,22 @@ def test_ops_whose_gradient_needs_no_input_save_none_and_give_exact_zeros_like_t
         y.backward(lib.tensor([math.inf, math.nan, 2.0]))  # zeros, not inf * 0, where constant
         grads.append(x.grad.numpy())
     np.testing.assert_array_equal(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("scalar", [np.float64(2.5), np.float32(2.5), np.int64(3), np.int32(-2), 2.5, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "uint8"])
+def test_numpy_numbers_are_plain_numbers_in_arithmetic_like_torch(scalar, dtype):
+    """float32 * np.float64(2.5) is float32 in torch (NumPy would promote it to float64), int64 / np.int64(3)
+    the default float dtype, and so on for every arithmetic operator on either side."""
+    ops = [lambda a, s: a * s, lambda a, s: s * a, lambda a, s: a + s, lambda a, s: a - s, lambda a, s: s - a,
+           lambda a, s: a / s, lambda a, s: s / a, lambda a, s: a**s, lambda a, s: a // s, lambda a, s: a % s]
+    for i, op in enumerate(ops):
+        try:
+            want = op(torch.ones(3, dtype=getattr(torch, dtype)) * 2, scalar)
+        except RuntimeError as e:  # int64 ** -2: both refuse
+            with pytest.raises(RuntimeError, match=str(e)):
+                op(engine.ones(3, dtype=getattr(engine, dtype)) * 2, scalar)
+            continue
+        got = op(engine.ones(3, dtype=getattr(engine, dtype)) * 2, scalar)
+        assert str(got.dtype)[7:] == str(want.dtype)[6:], i
+        np.testing.assert_allclose(got.numpy().astype(float), want.numpy().astype(float), rtol=1e-3)
