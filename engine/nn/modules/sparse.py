@@ -40,6 +40,23 @@ def scale_grad_by_freq(rows: Tensor, indices: Tensor) -> Tensor:
     return _ScaleGradByFreq.apply(rows, indices)
 
 
+def _padding_row(padding_idx: int | None, num_embeddings: int, name: str) -> int | None:
+    """padding_idx checked and made non-negative; `name` is how torch's message spells it for the layer."""
+    if padding_idx is not None:
+        if padding_idx > 0:
+            assert padding_idx < num_embeddings, f"{name} must be within num_embeddings"
+        elif padding_idx < 0:
+            assert padding_idx >= -num_embeddings, f"{name} must be within num_embeddings"
+            padding_idx = num_embeddings + padding_idx
+    return padding_idx
+
+
+def _zero_padding_row(weight: Tensor, padding_idx: int | None) -> None:
+    if padding_idx is not None:
+        with no_grad():
+            weight[padding_idx].fill_(0)
+
+
 class Embedding(Module):
     """A table of num_embeddings vectors of size embedding_dim, initialised N(0, 1); the padding_idx row
     starts at zero and gets no gradient."""
@@ -61,13 +78,7 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if padding_idx > 0:
-                assert padding_idx < num_embeddings, "Padding_idx must be within num_embeddings"
-            elif padding_idx < 0:
-                assert padding_idx >= -num_embeddings, "Padding_idx must be within num_embeddings"
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _padding_row(padding_idx, num_embeddings, "Padding_idx")
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
@@ -90,9 +101,7 @@ class Embedding(Module):
         self._fill_padding_idx_with_zero()
 
     def _fill_padding_idx_with_zero(self) -> None:
-        if self.padding_idx is not None:
-            with no_grad():
-                self.weight[self.padding_idx].fill_(0)
+        _zero_padding_row(self.weight, self.padding_idx)
 
     def forward(self, input: Tensor) -> Tensor:
         rows = F.embedding(
@@ -167,13 +176,7 @@ class EmbeddingBag(Module):
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
-        if padding_idx is not None:
-            if padding_idx > 0:
-                assert padding_idx < num_embeddings, "padding_idx must be within num_embeddings"
-            elif padding_idx < 0:
-                assert padding_idx >= -num_embeddings, "padding_idx must be within num_embeddings"
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _padding_row(padding_idx, num_embeddings, "padding_idx")
         if _weight is None:
             self.weight = Parameter(empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
             self.reset_parameters()
@@ -187,9 +190,7 @@ class EmbeddingBag(Module):
 
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
-        if self.padding_idx is not None:
-            with no_grad():
-                self.weight[self.padding_idx].fill_(0)
+        _zero_padding_row(self.weight, self.padding_idx)
 
     def forward(
         self, input: Tensor, offsets: Tensor | None = None, per_sample_weights: Tensor | None = None
