@@ -211,12 +211,7 @@ class Function(Node):
             a = args[0]
             if a._rg:
                 gf = a.grad_fn
-                if gf is not None:
-                    edge = (gf, a._output_nr)
-                else:
-                    acc = a._grad_acc
-                    edge = (acc, 0) if acc is not None else a._grad_edge()
-                node.next_functions = (edge,)
+                node.next_functions = ((gf, a._output_nr) if gf is not None else a._grad_edge(),)
                 node.needs_input_grad = (True,)
             else:
                 node.next_functions = (None,)

@@ -26,7 +26,7 @@ from ..tensor import (
     _wrap_array,
     _wrap_laid_out,
 )
-from .creation import storable
+from .creation import storable, zeros_like
 
 
 def _is_t(x) -> bool:
@@ -500,13 +500,11 @@ def _plain_pair(node_cls, ufunc, a, b, saves: int):
     record = st.grad_enabled and (ra or rb)
     if record and st.anomaly:  # anomaly mode records the forward's stack: the general path does that
         return None
-    if same:
+    try:
         arr = ufunc(a._arr, B)  # contiguous operands of one shape and dtype: C-contiguous, of that dtype
-    else:
-        try:
-            arr = ufunc(a._arr, B)
-        except ValueError:  # shapes that do not broadcast: the general path raises torch's error
-            return None
+    except ValueError:  # shapes that do not broadcast: the general path raises torch's error
+        return None
+    if not same:
         if not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
         shape = arr.shape
@@ -749,8 +747,6 @@ def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, no
 
 def _zero_grad(g, x, out):
     """torch's zeros_like(grad): 0 even where the incoming gradient is inf or NaN (g * 0 would be NaN)."""
-    from .creation import zeros_like
-
     return zeros_like(g)
 
 
@@ -845,11 +841,11 @@ def _relu_np(a, out=None):
         if dt.kind != "f":
             return np.maximum(a, 0).astype(dt, copy=False)
         zero = _FLOAT_ZEROS[dt] = dt.type(0)
-    if a.size < 2048:  # small: one call (the chunked loop below is for large arrays)
+    n = a.size
+    if n < 2048:  # small: one call (the chunked loop below is for large arrays)
         return np.maximum(zero, a, out=out)
     if out is None:
         out = np.empty(a.shape, dt)
-    n = a.size
     if not (a.flags.c_contiguous and out.flags.c_contiguous):
         return np.maximum(zero, a, out=out)
     z = _RELU_ZEROS.get(a.dtype)
@@ -1676,8 +1672,6 @@ class Copy(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from .creation import zeros_like
-
         return zeros_like(g), g  # the overwritten values get zero gradient (not none), as in torch
 
 
@@ -1698,8 +1692,6 @@ class Fill(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from .creation import zeros_like
-
         return zeros_like(g), (g.sum() if ctx.tensor_value else None)
 
 
