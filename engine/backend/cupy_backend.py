@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 
 import numpy as np
 
@@ -46,11 +47,12 @@ def _load():
 def _install_peak_tracking(cp) -> None:
     """Route allocations through the default pool and note the peak, for max_memory_allocated."""
     pool = cp.get_default_memory_pool()
+    pool_malloc, used_bytes = pool.malloc, pool.used_bytes  # bound once: this runs on every allocation
 
     def malloc(nbytes):
-        mem = pool.malloc(nbytes)
-        dev = cp.cuda.runtime.getDevice()
-        used = pool.used_bytes()
+        mem = pool_malloc(nbytes)
+        used = used_bytes()
+        dev = mem.device_id
         if used > _peak.get(dev, 0):
             _peak[dev] = used
         return mem
@@ -59,21 +61,75 @@ def _install_peak_tracking(cp) -> None:
 
 
 def available() -> bool:
-    return _load() is not None
+    """CuPy imports, sees a GPU, and the first-use check (see _probe) passed on it; cached per process."""
+    return _load() is not None and _probe() is None
 
 
 def unavailable_reason() -> str | None:
-    """Why CUDA cannot be used (None when it can): names the missing piece."""
-    _load()
-    return _error
+    """Why CUDA cannot be used (None when it can): names the missing piece or the step that failed."""
+    if _load() is None:
+        return _error
+    return _probe()
+
+
+_probe_result: list = []  # [None] once the check passed, [reason] once it failed
+_probe_lock = threading.RLock()  # one check per process, also when threads ask at once
+
+
+def _probe() -> str | None:
+    """Use the GPU once the way training will, so a machine that cannot train on it says so up front instead
+    of failing inside the trainer thread: allocate, compile and launch one of Wiregrad's kernels (NVRTC), one
+    cuBLAS matrix product, synchronise, and check both results. CuPy alone imports and counts devices on a
+    machine that lacks the CUDA runtime libraries, NVRTC or cuBLAS. Returns None, or why it failed."""
+    if _probe_result:
+        return _probe_result[0]
+    with _probe_lock:
+        if _probe_result:
+            return _probe_result[0]
+        if _probing:  # the check's own launches call require(): let them through
+            return None
+        return _run_probe()
+
+
+_probing: list = []
+
+
+def _run_probe() -> str | None:
+    cp = _cp
+    _probing.append(True)
+    stage = "allocating GPU memory"
+    try:
+        with cp.cuda.Device(0):
+            x = cp.arange(-4, 4, dtype=cp.float32)
+            stage = "compiling and launching a Wiregrad kernel (NVRTC)"
+            from . import cuda_kernels
+
+            y = cuda_kernels.activation_forward("relu", x)
+            stage = "a cuBLAS matrix product"
+            m = cp.ones((8, 8), cp.float32)
+            p = m @ m
+            stage = "synchronising with the GPU"
+            cp.cuda.Device(0).synchronize()
+            got = (float(y.sum()), float(p[0, 0]))
+        reason = None if got == (6.0, 8.0) else \
+            f"the CUDA check computed wrong results {got} (want (6.0, 8.0))"
+    except Exception as e:  # missing libnvrtc/libcublas, driver too old for the runtime, a broken device
+        msg = " ".join(str(e).split())[:300]
+        reason = f"the CUDA check failed while {stage}: {type(e).__name__}: {msg}"
+    finally:
+        _probing.clear()
+    _probe_result.append(reason)
+    return reason
 
 
 def require():
     """This module, ready to use; raises a RuntimeError naming what is missing otherwise."""
     global xp
     cp = _load()
-    if cp is None:
-        raise RuntimeError(f"CUDA is not available: {_error}. Install the GPU extra "
+    if cp is not None:
+        xp = cp  # the check itself runs on this module
+    if cp is None or _probe() is not None:
+        raise RuntimeError(f"CUDA is not available: {unavailable_reason()}. Install the GPU extra "
                            "(pip install -e '.[gpu]') on a machine with an NVIDIA GPU and driver, or use "
                            "device='cpu'.")
     xp = cp
@@ -138,6 +194,14 @@ def from_numpy(arr: np.ndarray, device=None, non_blocking: bool = False):
         _retire_finished_copies()
         _inflight.append((stream.record(), host))
         return out
+
+
+def new(kind: str, shape: tuple, dtype, device=None, fill=None):
+    """A fresh array made on GPU `device` (zeros, ones, empty, or full of `fill`), never via the host."""
+    with _cp.cuda.Device(device_index(device)):
+        if kind == "full":
+            return _cp.full(shape, fill[()] if isinstance(fill, np.ndarray) else fill, dtype)
+        return getattr(_cp, kind)(shape, dtype)
 
 
 def to_numpy(arr, non_blocking: bool = False) -> np.ndarray:

@@ -255,21 +255,36 @@ def _needs_size(op: str, size) -> None:
         raise TypeError(f'{op}() missing 1 required positional arguments: "size"')
 
 
+def _made(kind: str, shape: tuple, np_dtype, device, requires_grad: bool, fill=None,
+          pin_memory: bool = False) -> Tensor:
+    """zeros/ones/empty/full made where they will live. On a GPU the device's array module fills the memory
+    there: a host array copied over would cost a transfer, and a copy from pageable memory also waits for
+    every kernel queued before it (a host synchronisation in the middle of a training step)."""
+    dev = as_device(device if device is not None else _runtime._default_device)
+    if dev.type == "cpu":
+        arr = np.full(shape, fill) if kind == "full" else getattr(np, kind)(shape, dtype=np_dtype)
+        return _finish(arr, dev, requires_grad, pin_memory)
+    t = _wrap_array(backend_for(dev).new(kind, shape, np_dtype, dev, fill))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
     _needs_size("zeros", size)
-    return _finish(np.zeros(_size(size), dtype=_dt(dtype).np), device, requires_grad)
+    return _made("zeros", _size(size), _dt(dtype).np, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     _needs_size("ones", size)
-    return _finish(np.ones(_size(size, "ones"), dtype=_dt(dtype).np), device, requires_grad)
+    return _made("ones", _size(size, "ones"), _dt(dtype).np, device, requires_grad)
 
 
 def empty(
     *size, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False, memory_format=None
 ) -> Tensor:
     _needs_size("empty", size)
-    return _finish(np.empty(_size(size, "empty"), dtype=_dt(dtype).np), device, requires_grad, pin_memory)
+    return _made("empty", _size(size, "empty"), _dt(dtype).np, device, requires_grad, pin_memory=pin_memory)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -278,11 +293,8 @@ def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     value = storable(fill_value, D.as_dtype(dtype), fill=True)  # uint8 and -1 is 255; int32 and NaN raises
-    return _finish(
-        np.full(_size((size,) if isinstance(size, int) else (size,)), value),
-        device,
-        requires_grad,
-    )
+    shape = _size((size,) if isinstance(size, int) else (size,))
+    return _made("full", shape, value.dtype, device, requires_grad, fill=value)
 
 
 def _like(t: Tensor, dtype, device):

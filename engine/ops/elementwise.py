@@ -882,7 +882,19 @@ def relu(input):
     return _relu(input)
 
 
+def _host_scalar(v, like):
+    """A 0-d NumPy array (a stored scalar, a CPU 0-d tensor's array) as a NumPy scalar when `like` is a GPU
+    array: CuPy takes NumPy scalars as operands but refuses NumPy arrays, as torch takes a 0-d CPU tensor."""
+    if v.__class__ is np.ndarray and v.ndim == 0 and like.__class__ is not np.ndarray:
+        return v[()]
+    return v
+
+
 def _erf_np(a):
+    if a.__class__ is not np.ndarray and hasattr(a, "__cuda_array_interface__"):
+        from cupyx.scipy.special import erf as cupy_erf  # CUDA's erff/erf, as torch's kernel calls
+
+        return cupy_erf(a)
     # Abramowitz–Stegun 7.1.26 is too coarse for float64: use math.erf on float64, vectorised by frompyfunc
     # only for small arrays, else a high-accuracy rational approximation (W. J. Cody's form, |err| < 1e-15).
     return _erf_cody(a)
@@ -1019,9 +1031,9 @@ class Clamp(Function):
                 "clamp_max"
             _not_implemented(f"{which}_scalar_cpu", dt)
         if lo is not None:  # a scalar bound is stored in the result's dtype: uint8 clamp(min=-1) is 255
-            a = np.maximum(a, lo._arr if _is_t(lo) else storable(lo, dt))
+            a = np.maximum(a, _host_scalar(lo._arr if _is_t(lo) else storable(lo, dt), a))
         if hi is not None:
-            a = np.minimum(a, hi._arr if _is_t(hi) else storable(hi, dt))
+            a = np.minimum(a, _host_scalar(hi._arr if _is_t(hi) else storable(hi, dt), a))
         return a.astype(dt.np, copy=False)
 
     @staticmethod
@@ -1109,7 +1121,7 @@ class Where(Function):
             A, B = a, b
         c = cond._arr if cond._dtype is D.bool_ else cond._arr.astype(bool)
         ctx.save_for_backward(cond)
-        out = np.where(c, A, B)
+        out = np.where(c, _host_scalar(A, c), _host_scalar(B, c))
         if not _is_t(a) and not _is_t(b):
             out = out.astype(D.result_type(a, b).np)
         return out
