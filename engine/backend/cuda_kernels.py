@@ -43,6 +43,7 @@ def use_module_loader(loader: Callable[[str], object] | None) -> None:
     global _loader
     _loader = loader or _compile_with_cupy
     _modules.clear()
+    _functions.clear()
 
 
 def module(filename: str):
@@ -52,11 +53,27 @@ def module(filename: str):
     return mod
 
 
+_functions: dict[tuple[str, str, int], object] = {}  # (file, kernel, GPU) -> launchable function
+
+
+def _function(filename: str, kernel: str):
+    """The kernel's launchable function, looked up once per GPU (a lookup per launch costs host time on
+    every step: the CNN step launches ~20 kernels)."""
+    from . import cupy_backend
+
+    gpu = cupy_backend._cp.cuda.runtime.getDevice() if cupy_backend._cp is not None else -1
+    key = (filename, kernel, gpu)
+    fn = _functions.get(key)
+    if fn is None:
+        fn = _functions[key] = module(filename).get_function(kernel)
+    return fn
+
+
 def _launch(filename: str, kernel: str, n_threads: int, args: tuple) -> None:
     if n_threads <= 0:
         return
     grid = min(MAX_GRID, math.ceil(n_threads / BLOCK))
-    module(filename).get_function(kernel)((grid,), (BLOCK,), args)
+    _function(filename, kernel)((grid,), (BLOCK,), args)
 
 
 # ----------------------------------------------------------------------------- helpers
