@@ -58,6 +58,11 @@ def _np(t: Any) -> np.ndarray:
     return t.numpy()
 
 
+def _host(a: Any) -> np.ndarray:
+    """A device array's values on the host (one transfer); NumPy arrays pass through."""
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
 def _sq_norm(t: Any) -> float:
     a = t._arr.ravel()  # BLAS dot on the backend array: cheap, no graph
     s = float(a @ a)
@@ -389,8 +394,15 @@ class Trainer:
     # ------------------------------------------------------------------ the run
     def run(self) -> RunSummary:
         """Train until the epochs are done, early stopping triggers or `stop()` is called."""
-        with self._blas_limit():
+        with self._blas_limit(), self._on_device():
             return self._run()
+
+    def _on_device(self):
+        """The run's GPU made current in the thread that runs it: CuPy's current device is per thread, so a
+        device chosen elsewhere (the UI thread) would not reach the worker thread otherwise."""
+        if self.device.type != "cuda":
+            return contextlib.nullcontext()
+        return engine.cuda.device(self.device.index or 0)
 
     @contextlib.contextmanager
     def _blas_limit(self):
@@ -466,7 +478,7 @@ class Trainer:
             with self._autocast():
                 pred = self.model(x)
                 loss = self.loss_fn(pred, y)
-            loss_value = float(loss.item())
+            loss_value, guess = self._readout(loss, pred)
             n = len(idx)
             if not math.isfinite(loss_value):
                 self._emit("on_batch_end", BatchMetrics(self.epoch, b, self.step, loss_value, self._lr(), 0.0,
@@ -483,7 +495,7 @@ class Trainer:
             pending += 1
             self._partial["loss_sum"] += loss_value * n
             self._partial["seen"] += n
-            correct = self._correct(pred, idx, train=True)
+            correct = self._count_correct(guess, idx, train=True)
             if correct is not None:
                 self._partial["correct"] += correct
             metrics = None
@@ -516,23 +528,44 @@ class Trainer:
     def _lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])
 
-    def _correct(self, pred: Any, idx: np.ndarray, train: bool) -> int | None:
-        if not self.classify:
-            return None
-        labels = (self.data.y_train if train else self.data.y_val)[idx]
+    def _readout(self, loss: Any, pred: Any) -> tuple[float, np.ndarray | None]:
+        """The batch's loss and, for classifiers, the predicted classes, on the host.
+
+        On a GPU the class guesses are made there and both come back in one transfer: one host
+        synchronisation per batch for these, instead of one for the loss and a copy of every logit."""
+        guess = self._guess(pred) if self.classify else None
+        if self.device.type == "cpu":
+            return float(loss.item()), guess
+        xp = loss._storage.backend.xp
+        parts = [loss.detach()._arr.reshape(1).astype(xp.float64)]
+        if guess is not None:
+            parts.append(guess.reshape(-1).astype(xp.float64))  # class indices are exact in float64
+        host = _host(xp.concatenate(parts))
+        if guess is None:
+            return float(host[0]), None
+        return float(host[0]), host[1:].astype(np.int64).reshape(guess.shape)
+
+    def _guess(self, pred: Any) -> Any:
+        """Predicted classes as an array on the prediction's device: argmax over classes, or a threshold
+        for a single output column (0.5 after a sigmoid for BCELoss, 0 on logits)."""
         if isinstance(pred, tuple):
             pred = pred[0]
-        p = _np(pred)
-        guess = (p[:, 0] > (0.5 if "BCELoss" in self.loss_fn.names else 0.0)).astype(np.int64) \
-            if p.ndim == 2 and p.shape[1] == 1 else p.argmax(axis=1)
+        p = pred.detach()._arr
+        if p.ndim == 2 and p.shape[1] == 1:
+            return (p[:, 0] > (0.5 if "BCELoss" in self.loss_fn.names else 0.0)).astype(np.int64)
+        return p.argmax(axis=1)
+
+    def _count_correct(self, guess: np.ndarray | None, idx: np.ndarray, train: bool) -> int | None:
+        if guess is None:
+            return None
+        labels = (self.data.y_train if train else self.data.y_val)[idx]
         return int((guess == labels).sum())
 
     def _optimizer_step(self, loss_value: float, b: int) -> BatchMetrics:
         detail = self.step % self.detail_every == 0
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
-        layer_sq = {nid: sum(_sq_norm(p.grad) for _, p in ps if p.grad is not None)
-                    for nid, ps in self.node_params.items()}
+        layer_sq = self._layer_sq_norms()
         total = math.sqrt(sum(layer_sq.values())) if layer_sq else 0.0
         factor = 1.0
         if self.grad_clip is not None:
@@ -567,6 +600,23 @@ class Trainer:
             self.epoch, b, self.step, loss_value, lr, 0.0, None, True, total, total * factor,
             layer_norms if detail else {}, {k: v * factor for k, v in layer_norms.items()} if detail else {},
             ratios)
+
+    def _layer_sq_norms(self) -> dict[str, float]:
+        """Squared gradient norm of each layer. On a GPU the sums are made there and read in one transfer
+        (a read per parameter would stop the host once per parameter)."""
+        if self.device.type == "cpu":
+            return {nid: sum(_sq_norm(p.grad) for _, p in ps if p.grad is not None)
+                    for nid, ps in self.node_params.items()}
+        grads = [(nid, p.grad) for nid, ps in self.node_params.items() for _, p in ps if p.grad is not None]
+        out = dict.fromkeys(self.node_params, 0.0)
+        if not grads:
+            return out
+        xp = grads[0][1]._storage.backend.xp
+        sums = xp.stack([xp.dot(g._arr.ravel(), g._arr.ravel()).astype(np.float64) for _, g in grads])
+        for (nid, g), v in zip(grads, _host(sums)):
+            # an overflow to inf in float32 is redone in float64 by _sq_norm (a huge norm, not an Inf)
+            out[nid] += float(v) if math.isfinite(v) else _sq_norm(g)
+        return out
 
     def _nonfinite(self, x: Any, y: Any, loss_value: float) -> bool:
         """Name the layer that made NaN/Inf, then pause (GUI) or end the run (CLI). True = end."""
@@ -639,9 +689,9 @@ class Trainer:
                 with self._autocast():
                     pred = self.model(x)
                     loss = self.loss_fn(pred, y)
-                total += float(loss.item()) * len(idx)
-                c = self._correct(pred, idx, train=False)
-                correct += c or 0
+                loss_value, guess = self._readout(loss, pred)
+                total += loss_value * len(idx)
+                correct += self._count_correct(guess, idx, train=False) or 0
         self.model.train(was_training)
         return total / n, (correct / n if self.classify else None)
 
