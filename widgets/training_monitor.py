@@ -85,8 +85,11 @@ class TrainingMonitor(QObject):
         self.check_threads: list[threading.Thread] = []
 
         import engine.cuda
+        from engine.backend import cupy_backend
 
-        self.panel = TrainingPanel(cuda_available=engine.cuda.is_available())
+        cuda_ok = engine.cuda.is_available()  # the real check (memory, our kernel, cuBLAS), once per process
+        self.panel = TrainingPanel(cuda_available=cuda_ok,
+                                   cuda_reason=None if cuda_ok else cupy_backend.unavailable_reason())
         self.plots = TrainingPlots()
         self.doctor = DoctorPanel()
         self.graph_view = ComputationGraphView()

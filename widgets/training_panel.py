@@ -88,7 +88,8 @@ class TrainingPanel(QWidget):
     lr_finder_requested = Signal()
     overfit_requested = Signal()
 
-    def __init__(self, cuda_available: bool = False, parent: QWidget | None = None) -> None:
+    def __init__(self, cuda_available: bool = False, parent: QWidget | None = None,
+                 cuda_reason: str | None = None) -> None:
         super().__init__(parent)
         self.state = "ready"
 
@@ -113,11 +114,21 @@ class TrainingPanel(QWidget):
                                self.step_button, self.stop_button, self.reset_button)):
             controls.addWidget(b, i // 3, i % 3)
 
+        # Auto (None) leaves the choice to the document's training.device ("auto": CUDA when the GPU check
+        # passed, else the CPU); CUDA is listed always but can be picked only when the check passed.
         self.device = QComboBox()
+        self.device.addItem("Auto (document)", None)
         self.device.addItem("CPU", "cpu")
+        self.device.addItem("CUDA", "cuda")
         if cuda_available:
-            self.device.addItem("CUDA", "cuda")
-        self.device.setToolTip("Where the engine trains (CUDA when a GPU is available)")
+            self.device.setToolTip("Where the engine trains. Auto follows the document's device setting "
+                                   "(auto: CUDA, since a GPU passed the CUDA check)")
+        else:
+            self.device.model().item(2).setEnabled(False)
+            why = cuda_reason or "no CUDA GPU was found"
+            self.device.setItemData(2, f"CUDA is not available: {why}", Qt.ItemDataRole.ToolTipRole)
+            self.device.setToolTip(f"Where the engine trains. Auto follows the document's device setting; "
+                                   f"CUDA is not available here: {why}")
 
         # progress
         self.progress = QProgressBar()

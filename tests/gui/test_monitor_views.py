@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from gui_helpers import EXAMPLES, TIMEOUT, spirals, stop_and_wait
+from PySide6.QtCore import Qt
 
 from app.training.metrics import BatchMetrics, EpochMetrics
 
@@ -324,3 +325,40 @@ def test_the_setup_summary_names_the_dataset_and_its_options_whatever_the_optimi
     for kind in ("SGD", "AdamW", "Rprop", "Adadelta"):
         training["optimizer"]["type"] = kind
         assert dict(setup_summary(training))["Dataset"] == "spirals (n_samples=300)"
+
+
+def test_the_device_box_follows_the_document_and_offers_cuda_only_when_the_gpu_check_passed(qtbot):
+    from widgets.training_panel import TrainingPanel
+
+    def items(panel):
+        model = panel.device.model()
+        return [(panel.device.itemText(i), panel.device.itemData(i), model.item(i).isEnabled())
+                for i in range(panel.device.count())]
+
+    without = TrainingPanel(cuda_reason="CuPy is not installed")
+    qtbot.addWidget(without)
+    assert without.device.currentData() is None  # Auto: the document's training.device decides
+    assert items(without) == [("Auto (document)", None, True), ("CPU", "cpu", True), ("CUDA", "cuda", False)]
+    assert "CuPy is not installed" in without.device.toolTip()
+    assert "CuPy is not installed" in without.device.itemData(2, Qt.ItemDataRole.ToolTipRole)
+
+    with_gpu = TrainingPanel(cuda_available=True)
+    qtbot.addWidget(with_gpu)
+    assert items(with_gpu)[2] == ("CUDA", "cuda", True)
+    with_gpu.device.setCurrentIndex(2)
+    assert with_gpu.device.currentData() == "cuda"
+
+
+def test_the_window_names_why_cuda_is_not_offered_on_this_machine(qtbot, tmp_path):
+    from gui_helpers import open_window
+
+    import engine
+    from app.document import load_document
+    from engine.backend import cupy_backend
+
+    if engine.cuda.is_available():
+        pytest.skip("this machine has a working GPU")
+    win = open_window(qtbot, tmp_path, load_document(EXAMPLES / "spirals.json"))
+    device = win.training.panel.device
+    assert device.currentData() is None and not device.model().item(2).isEnabled()
+    assert cupy_backend.unavailable_reason() in device.toolTip()
