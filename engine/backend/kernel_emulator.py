@@ -120,12 +120,18 @@ class EmulatedModule:
     def kernel_names(self) -> list[str]:
         return list(self.entries)
 
-    def launch(self, name: str, grid: tuple[int, ...], block: tuple[int, ...], args: tuple) -> None:
-        """Run kernel `name` with every (block, thread) of grid x block, sequentially.
+    def launch(self, name: str, grid: tuple[int, ...], block: tuple[int, ...], args: tuple,
+               thread_order: int = 0) -> None:
+        """Run kernel `name` with every (block, thread) of grid x block, one after another: in launch order,
+        or shuffled by `thread_order` (a seed; see emulator_prelude.h).
 
         Array arguments must be C-contiguous NumPy arrays whose dtype matches the pointer type
         (float* <- float32, wg_half* <- float16, long* <- int64, unsigned char* <- uint8/bool);
         None passes a null pointer. Scalars are converted to the parameter's C type.
+
+        The kernel sees each array inside a larger buffer with GUARD elements of a marker on either side
+        (NaN for floats): a write outside the array raises KernelMemoryError naming the kernel, the
+        parameter and how far out it went, and a read outside brings NaN into the results.
         """
         entry = self.entries.get(name)
         if entry is None:
@@ -135,10 +141,64 @@ class EmulatedModule:
                 f"{name} takes {len(entry.params)} arguments ({', '.join(p.name for p in entry.params)}), "
                 f"got {len(args)}"
             )
-        c_args = [_convert(name, param, value) for param, value in zip(entry.params, args)]
+        guarded = {}
+        c_args = []
+        for i, (param, value) in enumerate(zip(entry.params, args)):
+            c_args.append(_convert(name, param, value))
+            if param.is_pointer and value is not None:
+                guarded[i] = _Guarded(value)
+                c_args[i] = ctypes.c_void_p(guarded[i].pointer)
         grid3 = (ctypes.c_uint * 3)(*(tuple(grid) + (1, 1, 1))[:3])
         block3 = (ctypes.c_uint * 3)(*(tuple(block) + (1, 1, 1))[:3])
+        self._lib.wg_set_thread_order(ctypes.c_ulonglong(thread_order))
         getattr(self._lib, f"wg_launch_{name}")(grid3, block3, *c_args)
+        for i, g in guarded.items():
+            g.check(name, entry.params[i].name)
+            if not entry.params[i].type.startswith("const"):
+                g.copy_back()
+
+
+GUARD = 64  # marker elements on either side of every array a kernel gets
+
+
+class KernelMemoryError(AssertionError):
+    """A kernel wrote outside an array it was given (an off-by-one bound, a missing bounds check)."""
+
+
+# Guard markers by (is float, item size). Floats get a signalling NaN with a payload: a read of it makes NaN,
+# and arithmetic on it gives a different (quiet) NaN, so even `y[n] = 2 * x[n]` past both ends is caught.
+_MARKERS = {True: {2: 0x7D5A, 4: 0x7FA5A5A5, 8: 0x7FF4A5A5A5A5A5A5},
+            False: {1: 0xA5, 2: 0xA5A5, 4: 0xA5A5A5A5, 8: 0xA5A5A5A5A5A5A5A5}}
+
+
+class _Guarded:
+    """A copy of an array inside a buffer with GUARD marker elements on either side."""
+
+    def __init__(self, value: np.ndarray):
+        self.value = value
+        flat = value.reshape(-1).view(np.uint8 if value.dtype == np.bool_ else value.dtype)
+        self.buffer = np.empty(flat.size + 2 * GUARD, flat.dtype)
+        bits = self.buffer.view(f"u{flat.dtype.itemsize}")
+        bits[:GUARD] = bits[-GUARD:] = _MARKERS[flat.dtype.kind == "f"][flat.dtype.itemsize]
+        self.marker = self.buffer[:GUARD].tobytes()
+        self.buffer[GUARD:GUARD + flat.size] = flat
+        self.pointer = self.buffer.ctypes.data + GUARD * flat.dtype.itemsize
+
+    def check(self, kernel: str, param: str) -> None:
+        it = self.buffer.dtype.itemsize
+        regions = (("before the start", self.buffer[:GUARD]), ("past the end", self.buffer[-GUARD:]))
+        for where, region in regions:
+            raw = region.tobytes()
+            if raw != self.marker:
+                hit = [i for i in range(GUARD)
+                       if raw[i * it:(i + 1) * it] != self.marker[i * it:(i + 1) * it]]
+                far = (GUARD - hit[0]) if where == "before the start" else hit[-1] + 1
+                raise KernelMemoryError(f"{kernel} wrote {len(hit)} element(s) {where} of `{param}` "
+                                        f"({self.value.size} elements), up to {far} element(s) out")
+
+    def copy_back(self) -> None:
+        n = self.value.size
+        self.value.reshape(-1).view(self.buffer.dtype)[...] = self.buffer[GUARD:GUARD + n]
 
 
 def _convert(kernel: str, param: KernelParam, value):
@@ -159,3 +219,65 @@ def _convert(kernel: str, param: KernelParam, value):
 def emulated_module(filename: str) -> EmulatedModule:
     """The EmulatedModule for a kernel file, built once per process."""
     return EmulatedModule(filename)
+
+
+class DeviceModule:
+    """The same `launch` interface as EmulatedModule, run on the real GPU through CuPy.
+
+    NumPy arguments are copied to the device, the kernel runs with the same grid and block, and every
+    array passed for a non-const pointer is copied back into the caller's array, so a test written for
+    the emulator runs unchanged on a GPU (WIREGRAD_KERNEL_RUNNER=cuda, see tests/test_kernels.py)."""
+
+    def __init__(self, filename: str | Path):
+        from . import cuda_kernels, cupy_backend
+
+        path = Path(filename) if Path(filename).is_absolute() else KERNEL_DIR / filename
+        self.path = path
+        self.entries = {entry.name: entry for entry in parse_entry_points(path.read_text())}
+        self._cp = cupy_backend.require().xp
+        self._module = self._cp.RawModule(code=path.read_text(), options=cuda_kernels.module_options())
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return list(self.entries)
+
+    def launch(self, name: str, grid: tuple[int, ...], block: tuple[int, ...], args: tuple,
+               thread_order: int = 0) -> None:
+        """As EmulatedModule.launch; `thread_order` is ignored (a GPU chooses its own order)."""
+        cp = self._cp
+        entry = self.entries.get(name)
+        if entry is None:
+            raise KeyError(f"{self.path.name} has no kernel {name!r}; it has {sorted(self.entries)}")
+        if len(args) != len(entry.params):
+            raise TypeError(f"{name} takes {len(entry.params)} arguments, got {len(args)}")
+        dev_args, back = [], []
+        for param, value in zip(entry.params, args):
+            _ctype, dtype = _TYPES[param.base_type]
+            if not param.is_pointer:
+                dev_args.append(dtype.type(value))
+            elif value is None:
+                dev_args.append(None)
+            else:
+                _convert(name, param, value)  # the emulator's checks: dtype, contiguity, writability
+                d = cp.asarray(value.view(np.uint8) if value.dtype == np.bool_ else value)
+                dev_args.append(d)
+                if not param.type.startswith("const"):
+                    back.append((value, d))
+        self._module.get_function(name)(tuple(grid), tuple(block), tuple(dev_args))
+        cp.cuda.runtime.deviceSynchronize()
+        for host, d in back:
+            host.view(np.uint8 if host.dtype == np.bool_ else host.dtype)[...] = cp.asnumpy(d)
+
+
+@functools.cache
+def device_module(filename: str) -> DeviceModule:
+    """The DeviceModule for a kernel file, compiled once per process (needs CuPy and a GPU)."""
+    return DeviceModule(filename)
+
+
+def kernel_module(filename: str):
+    """The module the kernel tests launch through: the emulator, or the GPU when
+    WIREGRAD_KERNEL_RUNNER=cuda (so the same tests check the kernels on a real device)."""
+    if os.environ.get("WIREGRAD_KERNEL_RUNNER", "emulator") == "cuda":
+        return device_module(filename)
+    return emulated_module(filename)

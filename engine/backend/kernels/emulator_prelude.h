@@ -1,13 +1,16 @@
 // Lets g++ compile a Wiregrad .cu file for the CPU: the CUDA keywords are defined away, the
 // thread/block indices become thread-local globals, and wg_launch runs every (block, thread)
-// of a launch one after another. Faithful only because our kernels share no memory between
-// threads, use no warp intrinsics and never synchronise.
+// of a launch one after another, in launch order or shuffled (wg_set_thread_order). Faithful
+// only because our kernels share no memory between threads, use no warp intrinsics and never
+// synchronise; the shuffled order is how the tests catch a kernel that breaks that rule.
 #pragma once
 #define WG_EMULATOR 1
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #define __global__
 #define __device__
@@ -18,20 +21,38 @@
 struct wg_uint3 { unsigned int x, y, z; };
 static thread_local wg_uint3 threadIdx, blockIdx, blockDim, gridDim;
 
+// 0: threads run in launch order (blocks x fastest, then threads x fastest); another value: in an order
+// shuffled by that seed, so a kernel whose result depends on the order its threads run in (one thread
+// reading what another writes, without atomics) gives different results from run to run.
+static unsigned long long wg_order_seed = 0;
+extern "C" void wg_set_thread_order(unsigned long long seed) { wg_order_seed = seed; }
+
 template <typename Body>
 static void wg_launch(const unsigned grid[3], const unsigned block[3], Body body) {
     gridDim = {grid[0], grid[1], grid[2]};
     blockDim = {block[0], block[1], block[2]};
-    for (unsigned bz = 0; bz < grid[2]; ++bz)
-        for (unsigned by = 0; by < grid[1]; ++by)
-            for (unsigned bx = 0; bx < grid[0]; ++bx)
-                for (unsigned tz = 0; tz < block[2]; ++tz)
-                    for (unsigned ty = 0; ty < block[1]; ++ty)
-                        for (unsigned tx = 0; tx < block[0]; ++tx) {
-                            blockIdx = {bx, by, bz};
-                            threadIdx = {tx, ty, tz};
-                            body();
-                        }
+    const unsigned long long nb = (unsigned long long)grid[0] * grid[1] * grid[2];
+    const unsigned long long nt = (unsigned long long)block[0] * block[1] * block[2];
+    const unsigned long long total = nb * nt;
+    std::vector<unsigned long long> order;
+    if (wg_order_seed) {
+        order.resize(total);
+        for (unsigned long long i = 0; i < total; ++i) order[i] = i;
+        unsigned long long state = wg_order_seed;
+        for (unsigned long long i = total; i > 1; --i) {  // Fisher-Yates with xorshift64
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17;
+            std::swap(order[i - 1], order[state % i]);
+        }
+    }
+    for (unsigned long long k = 0; k < total; ++k) {
+        const unsigned long long i = wg_order_seed ? order[k] : k;
+        const unsigned long long b = i / nt, t = i % nt;
+        blockIdx = {(unsigned)(b % grid[0]), (unsigned)((b / grid[0]) % grid[1]),
+                    (unsigned)(b / ((unsigned long long)grid[0] * grid[1]))};
+        threadIdx = {(unsigned)(t % block[0]), (unsigned)((t / block[0]) % block[1]),
+                     (unsigned)(t / ((unsigned long long)block[0] * block[1]))};
+        body();
+    }
 }
 
 // Threads run one at a time, so an atomic add is a plain add (returning the old value).
