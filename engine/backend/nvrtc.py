@@ -102,11 +102,13 @@ def compile_options(arch: str = "sm_80", target: str = "cubin") -> list[str]:
 def find_nvrtc_library() -> str | None:
     """Path of libnvrtc.so from the nvidia-cuda-nvrtc-cu12 wheel, or None when it is not installed."""
     for site_dir in sys.path:
-        pattern = os.path.join(site_dir, "nvidia", "cuda_nvrtc", "lib", "libnvrtc.so*")
-        # libnvrtc.alt.so is a variant with a different C++ ABI; prefer the plain library.
-        candidates = sorted(p for p in glob.glob(pattern) if ".alt." not in p and "builtins" not in p)
-        if candidates:
-            return candidates[0]
+        # the CUDA 12 wheel's layout, then the CUDA 13 wheel's (nvidia-cuda-nvrtc 13.x)
+        for parts in (("nvidia", "cuda_nvrtc", "lib"), ("nvidia", "cu13", "lib")):
+            pattern = os.path.join(site_dir, *parts, "libnvrtc.so*")
+            # libnvrtc.alt.so is a variant with a different C++ ABI; prefer the plain library.
+            candidates = sorted(p for p in glob.glob(pattern) if ".alt." not in p and "builtins" not in p)
+            if candidates:
+                return candidates[0]
     return None
 
 
