@@ -219,6 +219,7 @@ class CompiledModel(nn.Module):
             if kind == "Output":
                 preds[nid] = args[0]
                 continue
+            self.running_node = nid  # names the layer when the device fails inside it (out of memory)
             out = values[(nid, "out")] = self._run_node(nid, kind, args)
             if self._capture is not None:
                 self._capture[nid] = out

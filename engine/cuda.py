@@ -170,3 +170,16 @@ def Stream(device=None, priority: int = 0):  # noqa: N802 - torch.cuda.Stream
     """A new CUDA stream (a cupy.cuda.Stream; use it as a context manager to queue work on it)."""
     with _cp().cuda.Device(_index(device)):
         return _cp().cuda.Stream(non_blocking=False, priority=priority)
+
+
+# ----------------------------------------------------------------------------- errors
+def describe_error(exc: BaseException) -> str | None:
+    """Plain words for a GPU failure raised by CuPy (out of memory, a CUDA runtime, driver or cuBLAS error,
+    a kernel that failed to compile), for a message to the user; None for any other exception."""
+    module = type(exc).__module__ or ""
+    if not module.startswith("cupy"):  # cupy, cupy_backends, cupyx
+        return None
+    detail = " ".join(str(exc).split())[:300]
+    if type(exc).__name__ == "OutOfMemoryError":
+        return f"the GPU ran out of memory ({detail})"
+    return f"a CUDA error ({type(exc).__name__}: {detail})"

@@ -24,6 +24,7 @@ from app.datasets import DatasetSplit, load_dataset
 from app.document import Document, infer_shapes
 from app.document.catalogue import CLASS_LOSSES, FLOAT_TARGET_LOSSES
 from app.document.document import OPTIMIZER_OPTIONS
+from engine.cuda import describe_error as device_failure
 
 from . import checkpoint as ckpt
 from .doctor import DoctorThresholds, TrainingDoctor, locate_nonfinite, nonfinite_finding
@@ -162,6 +163,8 @@ class Trainer:
         self.bad_epochs = 0
         self.history: list[EpochMetrics] = []
         self._partial = {"loss_sum": 0.0, "correct": 0, "seen": 0, "seconds": 0.0}
+        self._stage = "forward"  # where in a batch the run is: names the place of a device failure
+        self._device_error = ""
         self.resumed_from: str | None = None
 
         # control
@@ -381,8 +384,15 @@ class Trainer:
         return np.random.default_rng([self.seed, epoch]).permutation(len(self.data.x_train))
 
     def _tensor(self, a: np.ndarray, dtype=None) -> Any:
-        t = engine.from_numpy(np.ascontiguousarray(a if dtype is None else a.astype(dtype)))
-        return t if self.device.type == "cpu" else t.to(self.device)
+        a = np.ascontiguousarray(a if dtype is None else a.astype(dtype))
+        if self.device.type == "cpu":
+            return engine.from_numpy(a)
+        # to a GPU through a page-locked staging copy, queued without waiting: a copy from pageable memory
+        # would wait for every kernel of the previous step first
+        from engine.backend import cupy_backend
+
+        staged = cupy_backend.require().pinned_copy(a)
+        return engine.from_numpy(staged).to(self.device, non_blocking=True)
 
     def _batches(self, epoch: int, start: int) -> Iterator[tuple[int, Any, Any, np.ndarray]]:
         order = self._order(epoch)
@@ -434,6 +444,9 @@ class Trainer:
                 if result == "failed_nonfinite":
                     status, error = "failed", "the loss or the gradients became NaN/Inf (see the finding)"
                     break
+                if result == "failed_device":
+                    status, error = "failed", self._device_error
+                    break
                 if result != "done":
                     status = result
                     break
@@ -468,57 +481,97 @@ class Trainer:
         epoch_start = time.perf_counter()
         acc = self.accumulate
         pending = 0
-        last_time = time.perf_counter()
+        self._last_batch_time = time.perf_counter()
         for b, x, y, idx in self._batches(self.epoch, self.batch):
             if pending == 0 and not self._checkpoint_gate():
                 self._partial["seconds"] += time.perf_counter() - epoch_start
                 self._event("stopped")
                 return "stopped"
             self.batch = b
-            with self._autocast():
-                pred = self.model(x)
-                loss = self.loss_fn(pred, y)
-            loss_value, guess = self._readout(loss, pred)
-            n = len(idx)
-            if not math.isfinite(loss_value):
-                self._emit("on_batch_end", BatchMetrics(self.epoch, b, self.step, loss_value, self._lr(), 0.0,
-                                                        stepped=False))
-                if self._nonfinite(x, y, loss_value):
-                    self._partial["seconds"] += time.perf_counter() - epoch_start
-                    return "failed_nonfinite"
-                pending = 0
-                continue
-            scaled = loss / acc if acc > 1 else loss
-            if self.scaler is not None:
-                scaled = self.scaler.scale(scaled)
-            scaled.backward()
-            pending += 1
-            self._partial["loss_sum"] += loss_value * n
-            self._partial["seen"] += n
-            correct = self._count_correct(guess, idx, train=True)
-            if correct is not None:
-                self._partial["correct"] += correct
-            metrics = None
-            if pending == acc or b == self.steps_per_epoch - 1:
-                metrics = self._optimizer_step(loss_value, b)
-                pending = 0
-            now = time.perf_counter()
-            if metrics is None:
-                metrics = BatchMetrics(self.epoch, b, self.step, loss_value, self._lr(), 0.0, stepped=False)
-            metrics.samples_per_second = n / max(now - last_time, 1e-9)
-            metrics.accuracy = correct / n if correct is not None else None
-            last_time = now
-            self.batch = b + 1
-            self._emit("on_batch_end", metrics)
-            if metrics.grad_norm is not None and not math.isfinite(metrics.grad_norm) and self.scaler is None:
-                if self._nonfinite(x, y, loss_value):  # the step was skipped: the weights are intact
-                    self._partial["seconds"] += time.perf_counter() - epoch_start
-                    return "failed_nonfinite"
-            elif self.doctor is not None and metrics.stepped:
-                for f in self.doctor.check_batch(metrics):
-                    self._finding(f)
+            self._stage = "forward"
+            try:
+                outcome = self._train_batch(b, x, y, idx, acc, pending)
+            except Exception as exc:
+                reason = device_failure(exc)
+                if reason is None:
+                    raise
+                outcome = "failed_device" if self._device_failed(reason) else 0
+            if isinstance(outcome, str):
+                self._partial["seconds"] += time.perf_counter() - epoch_start
+                return outcome
+            pending = outcome
         self._partial["seconds"] += time.perf_counter() - epoch_start
         return "done"
+
+    def _train_batch(self, b: int, x: Any, y: Any, idx: np.ndarray, acc: int, pending: int) -> int | str:
+        """One batch: forward, backward, and the optimiser step when the accumulation is complete. Returns the
+        batches now pending accumulation, or "failed_nonfinite" when the run must end."""
+        with self._autocast():
+            pred = self.model(x)
+            loss = self.loss_fn(pred, y)
+        loss_value, guess = self._readout(loss, pred)
+        n = len(idx)
+        if not math.isfinite(loss_value):
+            self._emit("on_batch_end", BatchMetrics(self.epoch, b, self.step, loss_value, self._lr(), 0.0,
+                                                    stepped=False))
+            return "failed_nonfinite" if self._nonfinite(x, y, loss_value) else 0
+        scaled = loss / acc if acc > 1 else loss
+        if self.scaler is not None:
+            scaled = self.scaler.scale(scaled)
+        self._stage = "backward"
+        scaled.backward()
+        pending += 1
+        self._partial["loss_sum"] += loss_value * n
+        self._partial["seen"] += n
+        correct = self._count_correct(guess, idx, train=True)
+        if correct is not None:
+            self._partial["correct"] += correct
+        metrics = None
+        if pending == acc or b == self.steps_per_epoch - 1:
+            self._stage = "optimizer step"
+            metrics = self._optimizer_step(loss_value, b)
+            pending = 0
+        now = time.perf_counter()
+        if metrics is None:
+            metrics = BatchMetrics(self.epoch, b, self.step, loss_value, self._lr(), 0.0, stepped=False)
+        metrics.samples_per_second = n / max(now - self._last_batch_time, 1e-9)
+        metrics.accuracy = correct / n if correct is not None else None
+        self._last_batch_time = now
+        self.batch = b + 1
+        self._emit("on_batch_end", metrics)
+        if metrics.grad_norm is not None and not math.isfinite(metrics.grad_norm) and self.scaler is None:
+            if self._nonfinite(x, y, loss_value):  # the step was skipped: the weights are intact
+                return "failed_nonfinite"
+        elif self.doctor is not None and metrics.stepped:
+            for f in self.doctor.check_batch(metrics):
+                self._finding(f)
+        return pending
+
+    def _device_failed(self, reason: str) -> bool:
+        """The GPU failed inside the batch (out of memory, a CUDA error): say where, drop the batch's
+        gradients (the weights are those of the last whole step), then pause (GUI) or end the run (CLI).
+        True = end."""
+        self.optimizer.zero_grad(set_to_none=True)
+        node = getattr(self.model, "running_node", None) if self._stage == "forward" else None
+        where = f"in the forward pass of {node}" if node else f"in the {self._stage}"
+        if "out of memory" in reason:
+            fix = (f"lower the batch size (now {self.batch_size}) or the size of the largest layers, or "
+                   "train on the CPU; the weights are those of the last whole step")
+            from engine import cuda
+
+            cuda.empty_cache()
+        else:
+            fix = ("save your work and restart the app (a failed CUDA context cannot be used again), or "
+                   "train on the CPU")
+        self._finding(Finding("device", "error", f"training paused: {reason} {where}", fix, node,
+                              {"stage": self._stage, "device": str(self.device)}, self.epoch, self.step))
+        if self.on_nonfinite == "stop":
+            self._device_error = f"{reason} {where}"
+            return True
+        if not self._paused:
+            self._paused = True
+            self._event("paused", reason="device")
+        return False
 
     def _autocast(self):
         if not self.amp:
@@ -590,12 +643,7 @@ class Trainer:
         self.step += 1
         if self.scheduler is not None and self.schedule_per_batch:
             self.scheduler.step()
-        ratios: dict[str, float] = {}
-        if before is not None:
-            for nid, ps in self.node_params.items():
-                delta = sum(float(((p._arr - old) ** 2).sum()) for (_, p), old in zip(ps, before[nid]))
-                weight = sum(float((old.astype(np.float64) ** 2).sum()) for old in before[nid])
-                ratios[nid] = math.sqrt(delta) / math.sqrt(weight) if weight > 0 else math.inf
+        ratios = self._update_ratios(before) if before is not None else {}
         return BatchMetrics(
             self.epoch, b, self.step, loss_value, lr, 0.0, None, True, total, total * factor,
             layer_norms if detail else {}, {k: v * factor for k, v in layer_norms.items()} if detail else {},
@@ -611,12 +659,40 @@ class Trainer:
         out = dict.fromkeys(self.node_params, 0.0)
         if not grads:
             return out
-        xp = grads[0][1]._storage.backend.xp
+        xp = self._xp()
         sums = xp.stack([xp.dot(g._arr.ravel(), g._arr.ravel()).astype(np.float64) for _, g in grads])
         for (nid, g), v in zip(grads, _host(sums)):
             # an overflow to inf in float32 is redone in float64 by _sq_norm (a huge norm, not an Inf)
             out[nid] += float(v) if math.isfinite(v) else _sq_norm(g)
         return out
+
+    def _update_ratios(self, before: dict[str, list[Any]]) -> dict[str, float]:
+        """|step| / |weights before| per layer. The sums are made where the weights live and read in one
+        transfer (on a GPU, two reads per parameter would each stop the host)."""
+        sums, owners = [], []
+        for nid, ps in self.node_params.items():
+            for (_, p), old in zip(ps, before[nid]):
+                old64 = old.astype(np.float64)
+                sums += [((p._arr.astype(np.float64) - old64) ** 2).sum(), (old64 ** 2).sum()]
+                owners.append(nid)
+        if not sums:
+            return {}
+        values = _host(self._xp().stack(sums))
+        delta = dict.fromkeys(before, 0.0)
+        weight = dict.fromkeys(before, 0.0)
+        for k, nid in enumerate(owners):
+            delta[nid] += float(values[2 * k])
+            weight[nid] += float(values[2 * k + 1])
+        return {nid: math.sqrt(delta[nid]) / math.sqrt(weight[nid]) if weight[nid] > 0 else math.inf
+                for nid in before}
+
+    def _xp(self) -> Any:
+        """The array module of the run's device (NumPy, or CuPy on a GPU)."""
+        if self.device.type == "cpu":
+            return np
+        from engine.backend import cupy_backend
+
+        return cupy_backend.require().xp
 
     def _nonfinite(self, x: Any, y: Any, loss_value: float) -> bool:
         """Name the layer that made NaN/Inf, then pause (GUI) or end the run (CLI). True = end."""

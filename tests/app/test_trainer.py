@@ -442,3 +442,68 @@ def test_the_newer_losses_get_the_targets_they_need_and_learn_the_classes(loss):
     rec = Recorder()
     Trainer(doc, callbacks=[rec]).run()
     assert rec.epochs[-1].val_accuracy > 0.8
+
+
+class OutOfMemoryError(Exception):
+    """Stands in for cupy.cuda.memory.OutOfMemoryError (no GPU here): the trainer knows GPU failures by the
+    exception's CuPy module, as engine.cuda.describe_error does."""
+
+
+OutOfMemoryError.__module__ = "cupy.cuda.memory"
+
+
+def _fail_once_in(module, at_call: int):
+    """Make `module` raise the out-of-memory error on its `at_call`-th call (1-based), then work again."""
+    calls = {"n": 0}
+    forward = module.forward
+
+    def failing(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == at_call:
+            raise OutOfMemoryError("Out of memory allocating 8,589,934,592 bytes "
+                                   "(allocated so far: 1,024 bytes).")
+        return forward(*args, **kwargs)
+
+    module.forward = failing
+    return calls
+
+
+def test_a_gpu_out_of_memory_ends_a_cli_run_naming_the_layer_with_the_last_steps_weights():
+    rec = Recorder()
+    trainer = Trainer(make_doc(epochs=2), callbacks=[rec], on_nonfinite="stop")
+    weights = {}
+
+    class Snapshot(TrainerCallback):
+        def on_batch_end(self, m):
+            weights["last"] = trainer.model.fc2.weight.detach().numpy().copy()
+
+    trainer.callbacks.append(Snapshot())
+    _fail_once_in(trainer.model.fc2, at_call=4)
+    summary = trainer.run()
+    assert summary.status == "failed"
+    assert summary.error.startswith("the GPU ran out of memory (Out of memory allocating 8,589,934,592 bytes")
+    assert summary.error.endswith("in the forward pass of fc2")
+    device = [f for f in rec.findings if f.rule == "device"]
+    assert len(device) == 1 and device[0].node_id == "fc2" and device[0].severity == "error"
+    assert "lower the batch size (now 32)" in device[0].suggestion
+    assert len(rec.batches) == 3 and trainer.step == 3  # the failing batch never stepped
+    np.testing.assert_array_equal(trainer.model.fc2.weight.detach().numpy(), weights["last"])
+    assert all(p.grad is None for p in trainer.model.parameters())
+
+
+def test_a_gpu_failure_pauses_a_gui_run_which_then_resumes_and_finishes():
+    rec = Recorder()
+    trainer = Trainer(make_doc(epochs=2), callbacks=[rec])
+    calls = _fail_once_in(trainer.model.fc1, at_call=2)
+    thread = threading.Thread(target=trainer.run)
+    thread.start()
+    end = time.monotonic() + 10
+    while trainer.state != "paused":
+        assert time.monotonic() < end
+        time.sleep(0.005)
+    assert [f.node_id for f in rec.findings if f.rule == "device"] == ["fc1"]
+    assert any(e.event == "paused" and e.detail.get("reason") == "device" for e in rec.events)
+    trainer.resume()
+    thread.join(10)
+    assert rec.summary.status == "finished" and calls["n"] > 2
+    assert len(rec.batches) == 2 * trainer.steps_per_epoch - 1  # every batch but the failed one
