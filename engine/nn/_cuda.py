@@ -270,18 +270,19 @@ def _padding(geom):
 
 
 def _im2col(a, geom):
-    """(N, C*kh*kw, Ho*Wo) columns of a (N, C, H, W) array over a conv Geometry, F.unfold's layout."""
+    """The columns of a (N, C, H, W) array over a conv Geometry: ungrouped, channel-major (C*kh*kw, N, Ho*Wo)
+    (one GEMM over the whole batch); grouped, (N, C*kh*kw, Ho*Wo), F.unfold's layout (a GEMM per group)."""
     xp = _xp(a)
     pad = _padding(geom)
     if pad is None:  # padding='same' with an even kernel: the odd extra pixel goes at the end
         pt, pb, pl, pr = geom.pads
         a, pad = xp.pad(a, ((0, 0), (0, 0), (pt, pb), (pl, pr))), 0
-    cols = K.im2col(a, geom.kernel, geom.stride, pad, geom.dilation)
-    n, ck = cols.shape[:2]
+    cols = K.im2col(a, geom.kernel, geom.stride, pad, geom.dilation, channel_major=geom.groups == 1)
+    lead = cols.shape[:2]  # (N, C*kh*kw) or (C*kh*kw, N): the crop below is the same in both layouts
     h, w = geom.out_hw
     whole = _whole_windows(a.shape[2:], geom, pad)
     if whole != (h, w):  # conv-transpose output_padding >= stride: only the first windows are the conv's
-        cols = xp.ascontiguousarray(cols.reshape(n, ck, *whole)[:, :, :h, :w]).reshape(n, ck, h * w)
+        cols = xp.ascontiguousarray(cols.reshape(*lead, *whole)[:, :, :h, :w]).reshape(*lead, h * w)
     return cols
 
 
@@ -292,7 +293,7 @@ def _whole_windows(hw, geom, pad) -> tuple[int, int]:
 
 
 def _col2im(cols, geom):
-    """The adjoint of _im2col: (N, C*kh*kw, Ho*Wo) columns summed back into (N, C, H, W)."""
+    """The adjoint of _im2col: columns in its layout summed back into (N, C, H, W)."""
     xp = _xp(cols)
     n, c, h, w = geom.in_shape
     pad = _padding(geom)
@@ -300,18 +301,25 @@ def _col2im(cols, geom):
     shape = (n, c, h, w) if pad is not None else (n, c, h + pt + pb, w + pl + pr)
     whole = _whole_windows(shape[2:], geom, pad if pad is not None else 0)
     if whole != tuple(geom.out_hw):
-        ck = cols.shape[1]
-        full = xp.zeros((n, ck) + whole, cols.dtype)
-        full[:, :, : geom.out_hw[0], : geom.out_hw[1]] = cols.reshape(n, ck, *geom.out_hw)
-        cols = full.reshape(n, ck, -1)
-    image = K.col2im(cols, shape, geom.kernel, geom.stride, pad if pad is not None else 0, geom.dilation)
+        lead = cols.shape[:2]
+        full = xp.zeros(lead + whole, cols.dtype)
+        full[:, :, : geom.out_hw[0], : geom.out_hw[1]] = cols.reshape(*lead, *geom.out_hw)
+        cols = full.reshape(*lead, -1)
+    image = K.col2im(cols, shape, geom.kernel, geom.stride, pad if pad is not None else 0, geom.dilation,
+                     channel_major=geom.groups == 1)
     if pad is None:
         image = xp.ascontiguousarray(image[:, :, pt : pt + h, pl : pl + w])
     return image
 
 
+def _swap_batch_and_channels(a):
+    """(N, C, ...) <-> (C, N, ...) as a contiguous copy: between the NCHW images and the channel-major
+    (channels, N*Ho*Wo) GEMM operands of an ungrouped convolution."""
+    return _xp(a).ascontiguousarray(a.reshape(a.shape[0], a.shape[1], -1).swapaxes(0, 1))
+
+
 class Convolution(Function):
-    """y = conv(x, w) + b: im2col kernel, then one batched GEMM per group (cuBLAS)."""
+    """y = conv(x, w) + b: im2col kernel, then one GEMM (cuBLAS), or one batched GEMM per group."""
 
     _raw = True
 
@@ -319,7 +327,12 @@ class Convolution(Function):
     def forward(ctx, x, w, b, geom):
         n, o, g = x._shape[0], w._shape[0], geom.groups
         cols = _im2col(x._arr, geom)
-        y = _xp(cols).matmul(w._arr.reshape(g, o // g, -1), cols.reshape(n, g, -1, cols.shape[-1]))
+        xp = _xp(cols)
+        if g == 1:  # (o, K) @ (K, N*L), back to (N, o, L) by one transposing copy
+            y = xp.dot(w._arr.reshape(o, -1), cols.reshape(cols.shape[0], -1))
+            y = _swap_batch_and_channels(y.reshape(o, n, -1))
+        else:
+            y = xp.matmul(w._arr.reshape(g, o // g, -1), cols.reshape(n, g, -1, cols.shape[-1]))
         y = y.reshape(n, o, *geom.out_hw)
         if b is not None:
             y += b._arr.reshape(1, -1, 1, 1)
@@ -333,27 +346,34 @@ class Convolution(Function):
     def backward(ctx, gy):
         x, w = ctx.saved_tensors
         nig = ctx.needs_input_grad
-        gx = ConvTranspose.apply(gy, w, ctx.geom) if nig[0] else None
+        # both gradients' GEMMs read gy as (o, N*L) when ungrouped: transpose it once for the two
+        gy_t = _swap_batch_and_channels(gy._arr) if ctx.geom.groups == 1 and (nig[0] or nig[1]) else None
+        gx = ConvTranspose.apply(gy, w, ctx.geom, gy_t) if nig[0] else None
         cols = ctx.__dict__.pop("cols", None)
-        gw = ConvWeightGrad.apply(x, gy, ctx.geom, w._shape, cols) if nig[1] else None
+        gw = ConvWeightGrad.apply(x, gy, ctx.geom, w._shape, cols, gy_t) if nig[1] else None
         gb = gy.sum((0, 2, 3)) if nig[2] else None
         return gx, gw, gb, None
 
 
 class ConvTranspose(Function):
     """The input gradient of conv(., w) for output gradient g (GEMM, then the col2im kernel); also
-    F.conv_transpose2d."""
+    F.conv_transpose2d. `gy_t`: gy already in the channel-major layout, or None."""
 
     _raw = True
 
     @staticmethod
-    def forward(ctx, gy, w, geom):
+    def forward(ctx, gy, w, geom, gy_t):
         ctx.save_for_backward(gy, w)
         ctx.geom = geom
         n, o = gy._shape[:2]
         g = geom.groups
+        xp = _xp(gy._arr)
+        if g == 1:  # (K, o) @ (o, N*L): columns in the channel-major layout, (K, N, L)
+            gy_t = _swap_batch_and_channels(gy._arr) if gy_t is None else gy_t
+            cols = xp.dot(w._arr.reshape(o, -1).T, gy_t.reshape(o, -1))
+            return _col2im(cols.reshape(len(cols), n, -1), geom)
         wg = w._arr.reshape(g, o // g, -1)
-        cols = _xp(wg).matmul(wg.transpose(0, 2, 1), gy._arr.reshape(n, g, o // g, -1))
+        cols = xp.matmul(wg.transpose(0, 2, 1), gy._arr.reshape(n, g, o // g, -1))
         return _col2im(cols.reshape(n, -1, cols.shape[-1]), geom)
 
     @staticmethod
@@ -361,34 +381,40 @@ class ConvTranspose(Function):
         gy, w = ctx.saved_tensors
         nig = ctx.needs_input_grad
         dg = Convolution.apply(gg, w, None, ctx.geom) if nig[0] else None
-        dw = ConvWeightGrad.apply(gg, gy, ctx.geom, w._shape, None) if nig[1] else None
-        return dg, dw, None
+        dw = ConvWeightGrad.apply(gg, gy, ctx.geom, w._shape, None, None) if nig[1] else None
+        return dg, dw, None, None
 
 
 class ConvWeightGrad(Function):
-    """The weight gradient of conv(x, .) for output gradient g: Σ over the batch of g @ columnsᵀ per group."""
+    """The weight gradient of conv(x, .) for output gradient g: g @ columnsᵀ, summed over the batch inside the
+    GEMM when ungrouped, after a batched GEMM per group otherwise. `cols` (x's, in _im2col's layout) and
+    `gy_t` (gy channel-major, ungrouped only) are given when the caller already has them, else None."""
 
     _raw = True
 
     @staticmethod
-    def forward(ctx, x, gy, geom, w_shape, cols):
+    def forward(ctx, x, gy, geom, w_shape, cols, gy_t):
         ctx.save_for_backward(x, gy)
         ctx.geom = geom
         n, o = gy._shape[:2]
         g = geom.groups
         if cols is None:
             cols = _im2col(x._arr, geom)
+        xp = _xp(cols)
+        if g == 1:  # (o, N*L) @ (N*L, K): cuBLAS reads the transposed columns in place
+            gy_t = _swap_batch_and_channels(gy._arr) if gy_t is None else gy_t
+            return xp.dot(gy_t.reshape(o, -1), cols.reshape(cols.shape[0], -1).T).reshape(w_shape)
         cols = cols.reshape(n, g, -1, cols.shape[-1])
-        gw = _xp(cols).matmul(gy._arr.reshape(n, g, o // g, -1), cols.transpose(0, 1, 3, 2)).sum(0)
+        gw = xp.matmul(gy._arr.reshape(n, g, o // g, -1), cols.transpose(0, 1, 3, 2)).sum(0)
         return gw.reshape(w_shape)
 
     @staticmethod
     def backward(ctx, ggw):
         x, gy = ctx.saved_tensors
         nig = ctx.needs_input_grad
-        dx = ConvTranspose.apply(gy, ggw, ctx.geom) if nig[0] else None
+        dx = ConvTranspose.apply(gy, ggw, ctx.geom, None) if nig[0] else None
         dg = Convolution.apply(x, ggw, None, ctx.geom) if nig[1] else None
-        return dx, dg, None, None, None
+        return dx, dg, None, None, None, None
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, geom) -> Tensor:
@@ -396,7 +422,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, geom) -> Tensor:
 
 
 def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None, geom) -> Tensor:
-    y = ConvTranspose.apply(x, weight, geom)
+    y = ConvTranspose.apply(x, weight, geom, None)
     return y + bias.reshape(1, -1, 1, 1) if bias is not None else y
 
 

@@ -204,7 +204,7 @@ def test_mixing_devices_raises_torchs_error_naming_both_devices(op):
 _C_SCALARS = {
     "float": np.float32,
     "double": np.float64,
-    "long": np.int64,
+    "long long": np.int64,  # 64 bits on every platform (a `long` is 32 bits on Windows)
     "int": np.int32,
     "unsigned int": np.uint32,
     "unsigned long long": np.uint64,
@@ -337,22 +337,30 @@ def test_dropout_launcher_reproduces_the_reference_mask_from_seed_and_offset(lau
     assert not np.array_equal(K.dropout(x, 0.3, seed=1234, offset=6)[1], mask)
 
 
+@pytest.mark.parametrize("channel_major", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_im2col_and_col2im_launchers_match_torch_unfold_and_fold(launched, dtype):
+def test_im2col_and_col2im_launchers_match_torch_unfold_and_fold(launched, dtype, channel_major):
     rng = np.random.default_rng(4)
     x = _rand(rng, 2, 3, 7, 6, dtype=dtype)
     geom = {"kernel_size": (3, 2), "stride": (2, 1), "padding": (1, 0), "dilation": (1, 2)}
+    # channel-major columns are unfold's (N, C*KH*KW, L) with the first two axes swapped
+    layout = (lambda a: a.swapaxes(0, 1)) if channel_major else (lambda a: a)
     expected = F.unfold(torch.tensor(x.astype(np.float32)), **geom).numpy()
-    cols = K.im2col(x, **geom)
-    np.testing.assert_allclose(cols.astype(np.float32), expected, **_tol(dtype))
-    back = K.col2im(cols, x.shape, **geom)
+    cols = K.im2col(x, **geom, channel_major=channel_major)
+    assert cols.shape == layout(expected).shape
+    np.testing.assert_allclose(cols.astype(np.float32), layout(expected), **_tol(dtype))
+    back = K.col2im(cols, x.shape, **geom, channel_major=channel_major)
     np.testing.assert_allclose(
         back.astype(np.float32),
-        F.fold(torch.tensor(cols.astype(np.float32)), (7, 6), **geom).numpy(),
+        F.fold(torch.tensor(layout(cols).astype(np.float32)), (7, 6), **geom).numpy(),
         **_tol(dtype),
     )
+    suffix = ("kn_" if channel_major else "") + ("f16" if dtype == np.float16 else "f32")
+    assert launched == {f"im2col_{suffix}", f"col2im_{suffix}"}
     with pytest.raises(ValueError, match="do not match"):
-        K.col2im(cols, (2, 3, 12, 6), **geom)
+        K.col2im(cols, (2, 3, 12, 6), **geom, channel_major=channel_major)
+    with pytest.raises(ValueError, match="do not match"):  # columns in the other layout
+        K.col2im(cols.swapaxes(0, 1), x.shape, **geom, channel_major=channel_major)
 
 
 @pytest.mark.parametrize("ceil_mode", [False, True])
@@ -506,7 +514,8 @@ def _call_every_launcher():
         K.cross_entropy_backward(x, t, np.ones(3, np.float32))
         K.dropout_backward(x, K.dropout(x, 0.5, 1, 0)[1], 0.5)
         img = _rand(rng, 1, 2, 4, 4, dtype=dt)
-        K.col2im(K.im2col(img, 2), img.shape, 2)
+        for channel_major in (False, True):
+            K.col2im(K.im2col(img, 2, channel_major=channel_major), img.shape, 2, channel_major=channel_major)
         p, g, s = _rand(rng, 5, dtype=dt), _rand(rng, 5, dtype=dt), np.zeros(5, np.float32)
         K.sgd_step(p, g, s, lr=0.1, momentum=0.9)
         K.adam_step(p, g, s.copy(), s.copy(), None, step=1, lr=0.1)

@@ -297,44 +297,73 @@ def test_dropout_on_cuda_keeps_float16_and_its_double_backward_uses_the_same_mas
 
 
 # ----------------------------------------------------------------------------- convolution
+# name: (fn, input shapes, the column layout of its im2col/col2im kernels: "kn_", channel-major, where the
+# convolution is ungrouped and each GEMM is a single 2-D one; "", F.unfold's, for a GEMM per group)
 CONVS = {
     "stride 2, padding 1, bias": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1),
-                                  [(2, 3, 9, 8), (4, 3, 3, 3), (4,)]),
-    "dilation 2, groups 2": (lambda x, w: F.conv2d(x, w, dilation=2, groups=2), [(2, 4, 9, 7), (6, 2, 3, 2)]),
+                                  [(2, 3, 9, 8), (4, 3, 3, 3), (4,)], "kn_"),
+    "stride (2, 3), dilation (2, 1), padding (2, 0), bias": (
+        lambda x, w, b: F.conv2d(x, w, b, stride=(2, 3), dilation=(2, 1), padding=(2, 0)),
+        [(3, 2, 11, 10), (5, 2, 3, 2), (5,)], "kn_"),
+    "dilation 2, groups 2": (lambda x, w: F.conv2d(x, w, dilation=2, groups=2), [(2, 4, 9, 7), (6, 2, 3, 2)],
+                             ""),
     "same padding, even kernel": (lambda x, w, b: F.conv2d(x, w, b, padding="same"),
-                                  [(1, 2, 6, 7), (3, 2, 2, 4), (3,)]),
-    "unbatched, 1x1": (lambda x, w: F.conv2d(x, w), [(3, 5, 4), (2, 3, 1, 1)]),
-    "conv1d": (lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1), [(2, 3, 11), (4, 3, 3), (4,)]),
-    "nn.Conv2d": (nn.Conv2d(3, 2, (2, 3), stride=(2, 1), padding=(1, 0)), [(2, 3, 7, 6)]),
+                                  [(1, 2, 6, 7), (3, 2, 2, 4), (3,)], "kn_"),
+    "same padding, even kernel, stride 1, dilation (1, 2), groups 3, bias": (
+        lambda x, w, b: F.conv2d(x, w, b, padding="same", dilation=(1, 2), groups=3),
+        [(2, 6, 7, 8), (3, 2, 2, 2), (3,)], ""),
+    "unbatched, 1x1": (lambda x, w: F.conv2d(x, w), [(3, 5, 4), (2, 3, 1, 1)], "kn_"),
+    "conv1d": (lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1), [(2, 3, 11), (4, 3, 3), (4,)], "kn_"),
+    "nn.Conv2d": (nn.Conv2d(3, 2, (2, 3), stride=(2, 1), padding=(1, 0)), [(2, 3, 7, 6)], "kn_"),
     "transpose, stride 2, output_padding 1": (
         lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
-        [(2, 4, 4, 5), (4, 3, 3, 3), (3,)]),
+        [(2, 4, 4, 5), (4, 3, 3, 3), (3,)], "kn_"),
+    "transpose, stride (2, 1), padding (1, 2), dilation (1, 2), bias": (
+        lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2)),
+        [(3, 2, 5, 4), (2, 4, 3, 2), (4,)], "kn_"),
     "transpose, groups 2, stride (1, 2)": (lambda x, w: F.conv_transpose2d(x, w, stride=(1, 2), groups=2),
-                                           [(1, 4, 5, 4), (4, 1, 2, 3)]),
+                                           [(1, 4, 5, 4), (4, 1, 2, 3)], ""),
     "transpose, output_padding >= stride (dilation 2)": (
-        lambda x, w: F.conv_transpose2d(x, w, output_padding=1, dilation=2), [(1, 2, 4, 4), (2, 3, 3, 3)]),
+        lambda x, w: F.conv_transpose2d(x, w, output_padding=1, dilation=2), [(1, 2, 4, 4), (2, 3, 3, 3)],
+        "kn_"),
+    "transpose, output_padding >= stride (dilation 2), groups 2": (
+        lambda x, w: F.conv_transpose2d(x, w, output_padding=1, dilation=2, groups=2),
+        [(2, 4, 4, 4), (4, 1, 3, 3)], ""),
 }
+
+
+def _conv_kernels(layout, dt="f32"):
+    """The im2col and col2im entry points a convolution's forward and backward launch between them."""
+    return [f"im2col_{layout}{dt}", f"col2im_{layout}{dt}"]
 
 
 @pytest.mark.parametrize("name", CONVS)
 def test_convolutions_on_cuda_use_im2col_and_col2im_and_match_the_cpu_path(launched, name):
-    fn, shapes = CONVS[name]
-    kernels = ["col2im_f32", "im2col_f32"] if "transpose" not in name else ["col2im_f32"]
-    _same_on_both_paths(launched, fn, _arrays(shapes), kernels, tol=1e-4)
+    fn, shapes, layout = CONVS[name]
+    _same_on_both_paths(launched, fn, _arrays(shapes), _conv_kernels(layout), tol=1e-4)
+    assert not set(_conv_kernels("" if layout else "kn_")) & launched, "the other column layout ran too"
 
 
-@pytest.mark.parametrize("name", ["stride 2, padding 1, bias", "dilation 2, groups 2",
-                                  "same padding, even kernel", "transpose, stride 2, output_padding 1",
-                                  "transpose, output_padding >= stride (dilation 2)"])
+@pytest.mark.parametrize("name", [
+    "stride 2, padding 1, bias",
+    "stride (2, 3), dilation (2, 1), padding (2, 0), bias",
+    "dilation 2, groups 2",
+    "same padding, even kernel",
+    "same padding, even kernel, stride 1, dilation (1, 2), groups 3, bias",
+    "transpose, stride 2, output_padding 1",
+    "transpose, stride (2, 1), padding (1, 2), dilation (1, 2), bias",
+    "transpose, output_padding >= stride (dilation 2)",
+    "transpose, output_padding >= stride (dilation 2), groups 2",
+])
 def test_convolution_double_backward_on_cuda_composes_the_kernel_functions(launched, name):
-    fn, shapes = CONVS[name]
-    _same_on_both_paths(launched, fn, _arrays(shapes), ["im2col_f32", "col2im_f32"], tol=1e-4,
-                        run=_grad_of_grad)
+    fn, shapes, layout = CONVS[name]
+    _same_on_both_paths(launched, fn, _arrays(shapes), _conv_kernels(layout), tol=1e-4, run=_grad_of_grad)
 
 
-def test_float16_convolution_on_cuda_uses_the_f16_kernels(launched):
-    fn, shapes = CONVS["stride 2, padding 1, bias"]
-    _same_on_both_paths(launched, fn, _arrays(shapes, dtype=np.float16), ["im2col_f16", "col2im_f16"],
+@pytest.mark.parametrize("name", ["stride 2, padding 1, bias", "dilation 2, groups 2"])
+def test_float16_convolution_on_cuda_uses_the_f16_kernels(launched, name):
+    fn, shapes, layout = CONVS[name]
+    _same_on_both_paths(launched, fn, _arrays(shapes, dtype=np.float16), _conv_kernels(layout, "f16"),
                         tol=2e-2)
 
 
@@ -452,7 +481,7 @@ def test_a_cnn_training_step_on_the_cuda_paths_matches_the_cpu_step(launched):
             loss = F.cross_entropy(model(engine.tensor(x)), engine.tensor(y), label_smoothing=0.1)
             loss.backward()
         results.append([loss.detach().numpy()] + [p.grad.numpy() for p in model.parameters()])
-    assert {"im2col_f32", "batch_norm_backward_elemt_f32", "relu_forward_f32",
+    assert {"im2col_kn_f32", "batch_norm_backward_elemt_f32", "relu_forward_f32",
             "max_pool2d_backward_f32", "gelu_backward_f32", "layer_norm_backward_f32",
             "cross_entropy_backward_f32"} <= launched
     _assert_close(results[1], results[0], 1e-4)

@@ -229,6 +229,8 @@ LAUNCHES = {
     "log_softmax backward": (lambda dy, y: K.softmax_backward(dy, y, log=True), [(5, 7), (5, 7)]),
     "im2col": (lambda x: K.im2col(x, 3, 2, 1), [(2, 3, 7, 6)]),
     "col2im": (lambda c: K.col2im(c, (2, 3, 7, 6), 3, 2, 1), [(2, 27, 12)]),
+    "im2col channel-major": (lambda x: K.im2col(x, 3, 2, 1, channel_major=True), [(2, 3, 7, 6)]),
+    "col2im channel-major": (lambda c: K.col2im(c, (2, 3, 7, 6), 3, 2, 1, channel_major=True), [(27, 2, 12)]),
     "max_pool2d": (lambda x: K.max_pool2d(x, 3, 2, 1, 1, True), [(2, 3, 7, 6)]),
     "avg_pool2d": (lambda x: K.avg_pool2d(x, 2, 2, 1, False, False), [(2, 3, 7, 6)]),
     "layer_norm": (lambda x: K.layer_norm_forward(x, (6,)), [(4, 6)]),
@@ -270,13 +272,13 @@ def test_fused_optimiser_kernels_on_the_gpu_match_the_emulator(emulated):
 def kernels_run(monkeypatch):
     """The names of the kernels launched (engine/nn/_cuda.py's paths must reach them on a real device)."""
     names: set[str] = set()
-    launch = K._launch
+    function = K._function  # every launch (elementwise or a block per row) looks its kernel up here
 
-    def spy(filename, kernel, n_threads, args):
+    def spy(filename, kernel):
         names.add(kernel)
-        launch(filename, kernel, n_threads, args)
+        return function(filename, kernel)
 
-    monkeypatch.setattr(K, "_launch", spy)
+    monkeypatch.setattr(K, "_function", spy)
     return names
 
 
@@ -302,11 +304,11 @@ NN_PATHS = {
     "cross_entropy none": (lambda x, t: F.cross_entropy(x, t, reduction="none"), [(9, 5), _targets(9, 5)],
                            ["cross_entropy_backward_f32"]),
     "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=1),
-               [(2, 3, 9, 8), (4, 3, 3, 3), (4,)], ["im2col_f32", "col2im_f32"]),
+               [(2, 3, 9, 8), (4, 3, 3, 3), (4,)], ["im2col_kn_f32", "col2im_kn_f32"]),
     "conv2d same groups": (lambda x, w: F.conv2d(x, w, padding="same", groups=2),
                            [(2, 4, 6, 7), (2, 2, 2, 4)], ["im2col_f32", "col2im_f32"]),
     "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
-                         [(2, 4, 4, 5), (4, 3, 3, 3), (3,)], ["col2im_f32", "im2col_f32"]),
+                         [(2, 4, 4, 5), (4, 3, 3, 3), (3,)], ["col2im_kn_f32", "im2col_kn_f32"]),
     "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True), [(2, 3, 9, 8)],
                    ["max_pool2d_forward_f32", "max_pool2d_backward_f32"]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), [(2, 3, 9, 8)],
