@@ -95,3 +95,74 @@ def test_guards_keep_the_callers_arrays_and_copy_results_back(tmp_path):
     m.launch("scale", (1,), (32,), (x, y, 10))
     np.testing.assert_array_equal(x, np.arange(10))  # const input untouched
     np.testing.assert_array_equal(y, 2 * x)
+
+
+# ------------------------------------------------------------------ cooperating threads: shared memory,
+# barriers and warp shuffles, as the block-reduction kernels (softmax, layer norm, batch norm) use them
+BLOCK_SUM = """
+extern "C" __global__ void block_sums(const float* x, float* out, long n) {
+    __shared__ float buf[64];
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    buf[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = buf[0];
+}
+"""
+WARP_SUM = """
+extern "C" __global__ void block_sums(const float* x, float* out, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+    if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+"""
+
+
+def _block_sums(module, order=0, block=64):
+    x = np.arange(1, 4 * block + 1, dtype=np.float32)
+    out = np.zeros(4, np.float32)
+    module.launch("block_sums", (4,), (block,), (x, out, x.size), thread_order=order)
+    return out, x.reshape(4, block).sum(1)
+
+
+@pytest.mark.parametrize("order", [0, 1, 99])
+def test_shared_memory_and_syncthreads_make_a_block_reduction_in_any_thread_order(tmp_path, order):
+    got, want = _block_sums(_module(tmp_path, BLOCK_SUM, "blocksum"), order)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_reduction_missing_its_syncthreads_gives_wrong_sums(tmp_path):
+    broken = BLOCK_SUM.replace("        __syncthreads();\n    }", "    }")  # no barrier between the steps
+    m = _module(tmp_path, broken, "nosync")
+    outs = [_block_sums(m, order)[0] for order in (1, 2, 3)]
+    want = _block_sums(m)[1]
+    assert any(not np.array_equal(o, want) for o in outs)
+
+
+def test_a_barrier_that_some_threads_skip_is_reported_as_a_deadlock(tmp_path):
+    from engine.backend.kernel_emulator import KernelSyncError
+
+    at_start = "    __syncthreads();\n    for"
+    broken = BLOCK_SUM.replace(at_start, "    if (threadIdx.x < 16) __syncthreads();\n    for")
+    with pytest.raises(KernelSyncError, match=r"block_sums: deadlock in block \(\d, 0, 0\): threads wait at "
+                                              r"different __syncthreads \(lines \d+ and \d+"):
+        _block_sums(_module(tmp_path, broken, "divergent"))
+    early_exit = BLOCK_SUM.replace(at_start, "    if (threadIdx.x >= 16) return;\n    for")
+    got, want = _block_sums(_module(tmp_path, early_exit, "early"))  # finished threads do not block a barrier
+    assert not np.array_equal(got, want)  # but the sums miss their values
+
+
+@pytest.mark.parametrize("order", [0, 5])
+def test_warp_shuffles_reduce_a_warp(tmp_path, order):
+    got, want = _block_sums(_module(tmp_path, WARP_SUM, "warpsum"), order, block=32)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_shuffle_with_the_wrong_lane_offset_gives_wrong_sums(tmp_path):
+    broken = WARP_SUM.replace("offset >>= 1", "offset >>= 2")  # skips half the butterfly steps
+    got, want = _block_sums(_module(tmp_path, broken, "badshuffle"), block=32)
+    assert not np.array_equal(got, want)

@@ -46,7 +46,9 @@ DROPOUT_KERNELS = [
     "dropout_backward_f16",
     "philox4x32_10_blocks",
 ]
-IM2COL_KERNELS = ["im2col_f32", "im2col_f16", "col2im_f32", "col2im_f16"]
+IM2COL_KERNELS = [  # "kn_": the channel-major column layout
+    f"{op}_{layout}{dt}" for op in ("im2col", "col2im") for layout in ("", "kn_") for dt in DTYPES
+]
 POOL_KERNELS = [
     "max_pool2d_forward_f32",
     "max_pool2d_backward_f32",
@@ -74,12 +76,19 @@ VERIFIED = {
 }
 
 
+# Kernels that reduce a row (or a channel) in a block: launched with 3 warps per block, so their
+# cross-warp step (shared memory between warps) runs as well as the in-warp shuffles.
+ROW_BLOCK = (96,)
+ROW_KERNELS = tuple(SOFTMAX_KERNELS + CROSS_ENTROPY_KERNELS) + (
+    "batch_norm_backward_reduce_f32", "layer_norm_forward_f32", "layer_norm_backward_f32")
+
+
 def launch(file: str, kernel: str, *args) -> None:
     """Threads run in a shuffled order (seeded by the kernel's name), so a kernel whose threads depend on
     each other's writes fails its value checks instead of passing by the emulator's sequential luck."""
     assert kernel in VERIFIED[file], f"{kernel} is launched but not listed in VERIFIED[{file!r}]"
-    kernel_module(file).launch(kernel, grid=GRID, block=BLOCK, args=args,
-                               thread_order=zlib.crc32(kernel.encode()) | 1)
+    kernel_module(file).launch(kernel, grid=GRID, block=ROW_BLOCK if kernel in ROW_KERNELS else BLOCK,
+                               args=args, thread_order=zlib.crc32(kernel.encode()) | 1)
 
 
 def rand(rng: np.random.Generator, *shape, dtype=np.float32, scale=1.0) -> np.ndarray:
@@ -113,6 +122,13 @@ def test_every_kernel_is_verified():
     assert {file: sorted(names) for file, names in nvrtc.all_entry_points().items()} == {
         file: sorted(names) for file, names in VERIFIED.items()
     }
+
+
+def test_no_kernel_takes_a_long_whose_width_depends_on_the_platform():
+    # the launchers pass int64 scalars; `long` is 32 bits on Windows, where those would be misread
+    for path in nvrtc.kernel_files():
+        for entry in nvrtc.parse_entry_points(path.read_text()):
+            assert not [p.name for p in entry.params if p.base_type == "long"], (path.name, entry.name)
 
 
 def test_entry_point_parser_reads_types_and_names():
@@ -186,11 +202,12 @@ def test_gelu_matches_torch_both_approximations():
 # ------------------------------------------------------------------------------------------ softmax family
 
 
+@pytest.mark.parametrize("shape", [(131, 17), (5, 203)])  # more rows than blocks; a row longer than a block
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
-def test_softmax_forward_and_backward_match_numpy_per_row(op, dt):
+def test_softmax_forward_and_backward_match_numpy_per_row(op, dt, shape):
     rng = np.random.default_rng(2)
-    rows, cols = 131, 17  # more rows than the 96 launched threads
+    rows, cols = shape
     dtype = DTYPES[dt]
     x, dy = rand(rng, rows, cols, dtype=dtype, scale=4.0), rand(rng, rows, cols, dtype=dtype)
     x[0] += 1000.0 if dt == "f32" else 100.0  # a huge row: max subtraction keeps it finite
@@ -215,9 +232,10 @@ def test_softmax_forward_and_backward_match_numpy_per_row(op, dt):
 
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.15])
-def test_cross_entropy_matches_torch_with_ignore_index_and_label_smoothing(label_smoothing, dt):
+@pytest.mark.parametrize("classes", [7, 150])  # fewer classes than a warp; more than a block
+def test_cross_entropy_matches_torch_with_ignore_index_and_label_smoothing(label_smoothing, dt, classes):
     rng = np.random.default_rng(3)
-    rows, classes, ignore_index = 133, 7, -100
+    rows, ignore_index = 133, -100
     logits = rand(rng, rows, classes, dtype=DTYPES[dt], scale=3.0)
     targets = rng.integers(0, classes, rows).astype(np.int64)
     targets[::9] = ignore_index
@@ -368,31 +386,40 @@ def conv_geometry(shape, kernel, stride, padding, dilation):
     return (*shape, *kernel, *stride, *padding, *dilation, OH, OW), (OH, OW)
 
 
+# The column layouts of im2col.cu, as views of F.unfold's (N, C*KH*KW, OH*OW): "" is that layout, "kn_"
+# (channel-major) has the first two axes swapped. Each maps the kernel's columns back to unfold's layout.
+COLUMN_LAYOUTS = {"": lambda cols: cols, "kn_": lambda cols: cols.swapaxes(0, 1)}
+
+
+@pytest.mark.parametrize("layout", COLUMN_LAYOUTS)
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("case", CONV_CASES)
-def test_im2col_and_col2im_match_numpy_and_torch_unfold_fold(case, dt):
+def test_im2col_and_col2im_match_numpy_and_torch_unfold_fold(case, dt, layout):
     shape, kernel, stride, padding, dilation = case
     geometry, (OH, OW) = conv_geometry(*case)
     rng = np.random.default_rng(6)
     x = rand(rng, *shape, dtype=DTYPES[dt])
     tol = F16_TOL if dt == "f16" else F32_TOL
+    as_unfold = COLUMN_LAYOUTS[layout]
 
-    cols = np.empty((shape[0], shape[1] * kernel[0] * kernel[1], OH * OW), x.dtype)
-    launch("im2col.cu", f"im2col_{dt}", x, cols, *geometry)
-    np.testing.assert_array_equal(cols, ref.im2col(x, kernel, stride, padding, dilation))
+    n, rows = shape[0], shape[1] * kernel[0] * kernel[1]
+    cols = np.empty((rows, n, OH * OW) if layout == "kn_" else (n, rows, OH * OW), x.dtype)
+    launch("im2col.cu", f"im2col_{layout}{dt}", x, cols, *geometry)
+    np.testing.assert_array_equal(as_unfold(cols), ref.im2col(x, kernel, stride, padding, dilation))
     unfolded = F.unfold(torch.from_numpy(x.astype(np.float32)), kernel, dilation, padding, stride).numpy()
-    np.testing.assert_array_equal(cols.astype(np.float32), unfolded)
+    np.testing.assert_array_equal(as_unfold(cols).astype(np.float32), unfolded)
 
     gcols = rand(rng, *cols.shape, dtype=DTYPES[dt])
     image = np.empty_like(x)
-    launch("im2col.cu", f"col2im_{dt}", gcols, image, *geometry)
+    launch("im2col.cu", f"col2im_{layout}{dt}", gcols, image, *geometry)
     np.testing.assert_allclose(
         image.astype(np.float64),
-        ref.col2im(gcols.astype(np.float64), shape, kernel, stride, padding, dilation),
+        ref.col2im(as_unfold(gcols).astype(np.float64), shape, kernel, stride, padding, dilation),
         **tol,
     )
     folded = F.fold(
-        torch.from_numpy(gcols.astype(np.float32)), shape[2:], kernel, dilation, padding, stride
+        torch.from_numpy(np.ascontiguousarray(as_unfold(gcols), np.float32)), shape[2:], kernel, dilation,
+        padding, stride,
     ).numpy()
     np.testing.assert_allclose(image.astype(np.float32), folded, **tol)
 
@@ -537,9 +564,10 @@ def test_batch_norm_backward_matches_numpy_and_torch(affine):
 
 
 @pytest.mark.parametrize("affine", [True, False])
-def test_layer_norm_forward_and_backward_match_numpy_and_torch(affine):
+@pytest.mark.parametrize("shape", [(131, 19), (4, 211)])  # more rows than blocks; a row longer than a block
+def test_layer_norm_forward_and_backward_match_numpy_and_torch(affine, shape):
     rng = np.random.default_rng(11)
-    rows, cols, eps = 131, 19, 1e-5
+    (rows, cols), eps = shape, 1e-5
     x, dy = rand(rng, rows, cols, scale=2.0) + 3.0, rand(rng, rows, cols)
     weight, bias = (rand(rng, cols), rand(rng, cols)) if affine else (None, None)
     w64 = weight.astype(np.float64) if affine else 1.0

@@ -76,6 +76,18 @@ def _launch(filename: str, kernel: str, n_threads: int, args: tuple) -> None:
     _function(filename, kernel)((grid,), (BLOCK,), args)
 
 
+def _launch_rows(filename: str, kernel: str, rows: int, cols: int, args: tuple) -> None:
+    """A block per row (blocks stride over the rows) for the kernels that reduce a row in a block: as many
+    threads as the row has elements, in whole warps, up to BLOCK (10 classes get one warp, not 256 threads
+    of which 246 idle)."""
+    if rows <= 0:
+        return
+    threads = 32
+    while threads < cols and threads < BLOCK:
+        threads *= 2
+    _function(filename, kernel)((min(MAX_GRID, rows),), (min(threads, BLOCK),), args)
+
+
 # ----------------------------------------------------------------------------- helpers
 def _xp(a):
     if isinstance(a, np.ndarray):
@@ -160,7 +172,8 @@ def softmax(x, dim: int = -1, log: bool = False):
     moved, rows, cols = _rows_last(x, dim)
     y = xp.empty_like(moved)
     name = "log_softmax" if log else "softmax"
-    _launch("softmax.cu", f"{name}_forward_{_suffix(x, name)}", rows, (moved, y, _i64(rows), _i64(cols)))
+    _launch_rows("softmax.cu", f"{name}_forward_{_suffix(x, name)}", rows, cols,
+                 (moved, y, _i64(rows), _i64(cols)))
     return xp.moveaxis(y, -1, dim)
 
 
@@ -171,7 +184,8 @@ def softmax_backward(dy, y, dim: int = -1, log: bool = False):
     my, _, _ = _rows_last(y, dim)
     dx = xp.empty_like(mdy)
     name = "log_softmax" if log else "softmax"
-    _launch("softmax.cu", f"{name}_backward_{_suffix(dy, name)}", rows, (mdy, my, dx, _i64(rows), _i64(cols)))
+    _launch_rows("softmax.cu", f"{name}_backward_{_suffix(dy, name)}", rows, cols,
+                 (mdy, my, dx, _i64(rows), _i64(cols)))
     return xp.moveaxis(dx, -1, dim)
 
 
@@ -182,8 +196,9 @@ def cross_entropy(logits, targets, ignore_index: int = -100, label_smoothing: fl
     logits, targets = _c(logits), xp.ascontiguousarray(targets, dtype=np.int64)
     rows, classes = logits.shape
     loss = xp.empty((rows,), np.float32)
-    _launch("softmax.cu", f"cross_entropy_forward_{_suffix(logits, 'cross_entropy')}", rows,
-            (logits, targets, loss, _i64(rows), _i64(classes), _i64(ignore_index), _f32(label_smoothing)))
+    _launch_rows("softmax.cu", f"cross_entropy_forward_{_suffix(logits, 'cross_entropy')}", rows, classes,
+                 (logits, targets, loss, _i64(rows), _i64(classes), _i64(ignore_index),
+                  _f32(label_smoothing)))
     return loss
 
 
@@ -195,9 +210,9 @@ def cross_entropy_backward(logits, targets, grad_loss, ignore_index: int = -100,
     rows, classes = logits.shape
     grad_loss = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(grad_loss, dtype=np.float32), (rows,)))
     grad = xp.empty_like(logits)
-    _launch("softmax.cu", f"cross_entropy_backward_{_suffix(logits, 'cross_entropy')}", rows,
-            (logits, targets, grad_loss, grad, _i64(rows), _i64(classes), _i64(ignore_index),
-             _f32(label_smoothing)))
+    _launch_rows("softmax.cu", f"cross_entropy_backward_{_suffix(logits, 'cross_entropy')}", rows, classes,
+                 (logits, targets, grad_loss, grad, _i64(rows), _i64(classes), _i64(ignore_index),
+                  _f32(label_smoothing)))
     return grad
 
 
@@ -252,29 +267,40 @@ def _geometry(kernel_size, stride, padding, dilation) -> tuple[int, ...]:
     return kh, kw, sh, sw, ph, pw, dh, dw
 
 
-def im2col(x, kernel_size, stride=1, padding=0, dilation=1):
-    """(N, C, H, W) -> (N, C*KH*KW, OH*OW) in F.unfold's layout; out-of-image taps read 0."""
+def _column_shape(n, c, kh, kw, oh, ow, channel_major: bool) -> tuple[int, int, int]:
+    return (c * kh * kw, n, oh * ow) if channel_major else (n, c * kh * kw, oh * ow)
+
+
+def _kernel_name(op: str, a, channel_major: bool) -> str:
+    return f"{op}_{'kn_' if channel_major else ''}{_suffix(a, op)}"
+
+
+def im2col(x, kernel_size, stride=1, padding=0, dilation=1, channel_major=False):
+    """(N, C, H, W) -> (N, C*KH*KW, OH*OW) in F.unfold's layout; out-of-image taps read 0. channel_major:
+    (C*KH*KW, N, OH*OW) instead, whose (C*KH*KW, N*OH*OW) view is an ungrouped conv's single GEMM operand."""
     x = _c(x)
     n, c, h, w = x.shape
     kh, kw, sh, sw, ph, pw, dh, dw = _geometry(kernel_size, stride, padding, dilation)
     oh, ow = conv_output_size(h, kh, sh, ph, dh), conv_output_size(w, kw, sw, pw, dw)
-    cols = _xp(x).empty((n, c * kh * kw, oh * ow), x.dtype)
-    _launch("im2col.cu", f"im2col_{_suffix(x, 'im2col')}", cols.size,
+    cols = _xp(x).empty(_column_shape(n, c, kh, kw, oh, ow, channel_major), x.dtype)
+    _launch("im2col.cu", _kernel_name("im2col", x, channel_major), cols.size,
             (x, cols) + tuple(_i64(v) for v in (n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)))
     return cols
 
 
-def col2im(cols, input_shape, kernel_size, stride=1, padding=0, dilation=1):
-    """The adjoint of im2col (F.fold): sums each column entry back into its image pixel, deterministically."""
+def col2im(cols, input_shape, kernel_size, stride=1, padding=0, dilation=1, channel_major=False):
+    """The adjoint of im2col (F.fold): sums each column entry back into its image pixel, deterministically.
+    `cols` is in im2col's layout for the same `channel_major`."""
     cols = _c(cols)
     n, c, h, w = (int(v) for v in input_shape)
     kh, kw, sh, sw, ph, pw, dh, dw = _geometry(kernel_size, stride, padding, dilation)
     oh, ow = conv_output_size(h, kh, sh, ph, dh), conv_output_size(w, kw, sw, pw, dw)
-    if cols.shape != (n, c * kh * kw, oh * ow):
+    expected = _column_shape(n, c, kh, kw, oh, ow, channel_major)
+    if cols.shape != expected:
         raise ValueError(f"col2im: columns of shape {tuple(cols.shape)} do not match an input of shape "
-                         f"{(n, c, h, w)}, expected {(n, c * kh * kw, oh * ow)}")
+                         f"{(n, c, h, w)}, expected {expected}")
     image = _xp(cols).empty((n, c, h, w), cols.dtype)
-    _launch("im2col.cu", f"col2im_{_suffix(cols, 'col2im')}", image.size,
+    _launch("im2col.cu", _kernel_name("col2im", cols, channel_major), image.size,
             (cols, image) + tuple(_i64(v) for v in (n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)))
     return image
 
@@ -360,7 +386,7 @@ def batch_norm_backward(dy, x, mean, invstd, weight=None, training: bool = True)
     weight = None if weight is None else _c(weight)
     gw, gb = xp.empty((c,), np.float32), xp.empty((c,), np.float32)
     dims = (_i64(n), _i64(c), _i64(s))
-    _launch("norm.cu", "batch_norm_backward_reduce_f32", c, (dy, x, mean, invstd, gw, gb) + dims)
+    _launch_rows("norm.cu", "batch_norm_backward_reduce_f32", c, n * s, (dy, x, mean, invstd, gw, gb) + dims)
     dx = xp.empty_like(x)
     _launch("norm.cu", "batch_norm_backward_elemt_f32", x.size,
             (dy, x, mean, invstd, weight, gw, gb, dx) + dims + (_flag(training),))
@@ -376,21 +402,22 @@ def layer_norm_forward(x, normalized_shape, weight=None, bias=None, eps: float =
     rows = x.size // max(cols, 1)
     y = xp.empty_like(x)
     mean, rstd = xp.empty((rows,), np.float32), xp.empty((rows,), np.float32)
-    _launch("norm.cu", "layer_norm_forward_f32", rows,
+    _launch_rows("norm.cu", "layer_norm_forward_f32", rows, cols,
             (x, None if weight is None else _c(weight), None if bias is None else _c(bias), y, mean, rstd,
              _i64(rows), _i64(cols), _f32(eps)))
     return y, mean, rstd
 
 
 def layer_norm_backward(dy, x, mean, rstd, weight=None):
-    """(dx, grad_weight, grad_bias) of layer norm; a thread per row for dx, per column for the parameters."""
+    """(dx, grad_weight, grad_bias) of layer norm; a block per row for dx, a thread per column for the
+    parameters."""
     dy, x = _c(dy), _c(x)
     xp = _xp(x)
     rows = mean.size
     cols = x.size // max(rows, 1)
     mean, rstd = _c(mean), _c(rstd)
     dx = xp.empty_like(x)
-    _launch("norm.cu", "layer_norm_backward_f32", rows,
+    _launch_rows("norm.cu", "layer_norm_backward_f32", rows, cols,
             (dy, x, mean, rstd, None if weight is None else _c(weight), dx, _i64(rows), _i64(cols)))
     gw, gb = xp.empty((cols,), np.float32), xp.empty((cols,), np.float32)
     _launch("norm.cu", "layer_norm_backward_params_f32", cols,

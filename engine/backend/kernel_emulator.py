@@ -1,8 +1,9 @@
 """Run Wiregrad's CUDA kernels on the CPU: the same .cu file is compiled by g++ with an emulator prelude.
 
-Each launch executes every (block, thread) of the grid one after another, which is exact for our
-kernels (no shared memory, no warp intrinsics, no synchronisation). Used by the tests to check each
-kernel's logic against NumPy on machines without a GPU.
+Each launch runs the grid's blocks one after another; a block's threads are cooperating fibers, so
+shared memory, __syncthreads and warp shuffles behave as on a GPU (emulator_prelude.h). Threads can run
+in a shuffled order, every array sits between guard regions, and a barrier that not all threads reach
+is reported: the tests use it to check each kernel's logic against NumPy on machines without a GPU.
 
     >>> module = EmulatedModule("activations.cu")
     >>> module.launch("relu_forward_f32", grid=(3,), block=(32,), args=(x, y, x.size))
@@ -115,6 +116,7 @@ class EmulatedModule:
         self.path = path
         self.entries = {entry.name: entry for entry in parse_entry_points(path.read_text())}
         self._lib = ctypes.CDLL(str(_compile(path)))
+        self._lib.wg_last_error.restype = ctypes.c_char_p
 
     @property
     def kernel_names(self) -> list[str]:
@@ -152,6 +154,9 @@ class EmulatedModule:
         block3 = (ctypes.c_uint * 3)(*(tuple(block) + (1, 1, 1))[:3])
         self._lib.wg_set_thread_order(ctypes.c_ulonglong(thread_order))
         getattr(self._lib, f"wg_launch_{name}")(grid3, block3, *c_args)
+        error = self._lib.wg_last_error()
+        if error:
+            raise KernelSyncError(f"{name}: {error.decode()}")
         for i, g in guarded.items():
             g.check(name, entry.params[i].name)
             if not entry.params[i].type.startswith("const"):
@@ -159,6 +164,10 @@ class EmulatedModule:
 
 
 GUARD = 64  # marker elements on either side of every array a kernel gets
+
+
+class KernelSyncError(AssertionError):
+    """A launch deadlocked: a __syncthreads or warp primitive that not every thread reaches."""
 
 
 class KernelMemoryError(AssertionError):

@@ -27,7 +27,7 @@ __device__ __forceinline__ void philox4x32_10(unsigned int ctr[4], unsigned int 
 }
 
 // Uniform float in [0, 1) for element `index`: the top 24 bits of Philox's first output word.
-__device__ __forceinline__ float philox_uniform(unsigned long long seed, unsigned long long offset, long index) {
+__device__ __forceinline__ float philox_uniform(unsigned long long seed, unsigned long long offset, long long index) {
     unsigned long long i = (unsigned long long)index;
     unsigned int ctr[4] = {(unsigned int)i, (unsigned int)(i >> 32), (unsigned int)offset, (unsigned int)(offset >> 32)};
     philox4x32_10(ctr, (unsigned int)seed, (unsigned int)(seed >> 32));
@@ -37,7 +37,7 @@ __device__ __forceinline__ float philox_uniform(unsigned long long seed, unsigne
 // y = x * mask / (1 - p), mask[i] = 1 with probability 1 - p. p == 1 drops everything (y = 0),
 // like PyTorch, instead of multiplying by an infinite scale.
 template <typename T>
-__device__ void dropout_forward(const T* x, T* y, unsigned char* mask, long n, float p,
+__device__ void dropout_forward(const T* x, T* y, unsigned char* mask, long long n, float p,
                                 unsigned long long seed, unsigned long long offset) {
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     GRID_STRIDE_LOOP(i, n) {
@@ -48,29 +48,29 @@ __device__ void dropout_forward(const T* x, T* y, unsigned char* mask, long n, f
 }
 // dx = dy * mask / (1 - p), with the mask the forward saved.
 template <typename T>
-__device__ void dropout_backward(const T* dy, const unsigned char* mask, T* dx, long n, float p) {
+__device__ void dropout_backward(const T* dy, const unsigned char* mask, T* dx, long long n, float p) {
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     GRID_STRIDE_LOOP(i, n) { store(dx, i, mask[i] ? load(dy, i) * scale : 0.0f); }
 }
 
-extern "C" __global__ void dropout_forward_f32(const float* x, float* y, unsigned char* mask, long n, float p,
+extern "C" __global__ void dropout_forward_f32(const float* x, float* y, unsigned char* mask, long long n, float p,
                                                unsigned long long seed, unsigned long long offset) {
     dropout_forward(x, y, mask, n, p, seed, offset);
 }
-extern "C" __global__ void dropout_forward_f16(const wg_half* x, wg_half* y, unsigned char* mask, long n, float p,
+extern "C" __global__ void dropout_forward_f16(const wg_half* x, wg_half* y, unsigned char* mask, long long n, float p,
                                                unsigned long long seed, unsigned long long offset) {
     dropout_forward(x, y, mask, n, p, seed, offset);
 }
-extern "C" __global__ void dropout_backward_f32(const float* dy, const unsigned char* mask, float* dx, long n, float p) {
+extern "C" __global__ void dropout_backward_f32(const float* dy, const unsigned char* mask, float* dx, long long n, float p) {
     dropout_backward(dy, mask, dx, n, p);
 }
-extern "C" __global__ void dropout_backward_f16(const wg_half* dy, const unsigned char* mask, wg_half* dx, long n, float p) {
+extern "C" __global__ void dropout_backward_f16(const wg_half* dy, const unsigned char* mask, wg_half* dx, long long n, float p) {
     dropout_backward(dy, mask, dx, n, p);
 }
 
 // The raw generator, exposed so tests can check it bit for bit against the published Philox
 // known-answer vectors: out[4*i .. 4*i+3] = Philox-4x32-10(counter = ctr[4*i .. 4*i+3], key = key[2*i, 2*i+1]).
-extern "C" __global__ void philox4x32_10_blocks(const unsigned int* ctr, const unsigned int* key, unsigned int* out, long n) {
+extern "C" __global__ void philox4x32_10_blocks(const unsigned int* ctr, const unsigned int* key, unsigned int* out, long long n) {
     GRID_STRIDE_LOOP(i, n) {
         unsigned int c[4] = {ctr[4 * i], ctr[4 * i + 1], ctr[4 * i + 2], ctr[4 * i + 3]};
         philox4x32_10(c, key[2 * i], key[2 * i + 1]);

@@ -9,7 +9,7 @@
 //   g += wd * p; buf = first_step ? g : momentum * buf + (1 - dampening) * g;
 //   g = nesterov ? g + momentum * buf : buf; p -= lr * g
 template <typename P>
-__device__ void sgd_step(P* param, const P* grad, float* momentum_buffer, long n, float lr, float momentum,
+__device__ void sgd_step(P* param, const P* grad, float* momentum_buffer, long long n, float lr, float momentum,
                          float dampening, float weight_decay, int nesterov, int maximize, int first_step) {
     GRID_STRIDE_LOOP(i, n) {
         float p = load(param, i), g = load(grad, i);
@@ -29,8 +29,8 @@ __device__ void sgd_step(P* param, const P* grad, float* momentum_buffer, long n
 //   m = lerp(m, g, 1 - beta1); v = beta2 * v + (1 - beta2) * g^2; vmax = max(vmax, v) if amsgrad
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v or vmax) / sqrt(1 - beta2^t) + eps)
 template <typename P>
-__device__ void adam_step(P* param, const P* grad, float* exp_avg, float* exp_avg_sq, float* max_exp_avg_sq, long n,
-                          float lr, float beta1, float beta2, float eps, float weight_decay, long step, int amsgrad,
+__device__ void adam_step(P* param, const P* grad, float* exp_avg, float* exp_avg_sq, float* max_exp_avg_sq, long long n,
+                          float lr, float beta1, float beta2, float eps, float weight_decay, long long step, int amsgrad,
                           int decoupled_weight_decay, int maximize) {
     float step_size = (float)((double)lr / (1.0 - pow((double)beta1, (double)step)));
     float bias_correction2_sqrt = (float)sqrt(1.0 - pow((double)beta2, (double)step));
@@ -58,7 +58,7 @@ __device__ void adam_step(P* param, const P* grad, float* exp_avg, float* exp_av
 //   avg = sqrt(.) + eps; momentum > 0: buf = momentum * buf + g / avg, p -= lr * buf; else p -= lr * g / avg
 template <typename P>
 __device__ void rmsprop_step(P* param, const P* grad, float* square_avg, float* grad_avg, float* momentum_buffer,
-                             long n, float lr, float alpha, float eps, float weight_decay, float momentum, int centered,
+                             long long n, float lr, float alpha, float eps, float weight_decay, float momentum, int centered,
                              int maximize) {
     GRID_STRIDE_LOOP(i, n) {
         float p = load(param, i), g = load(grad, i);
@@ -82,40 +82,40 @@ __device__ void rmsprop_step(P* param, const P* grad, float* square_avg, float* 
     }
 }
 
-extern "C" __global__ void sgd_step_f32(float* param, const float* grad, float* momentum_buffer, long n, float lr,
+extern "C" __global__ void sgd_step_f32(float* param, const float* grad, float* momentum_buffer, long long n, float lr,
                                         float momentum, float dampening, float weight_decay, int nesterov, int maximize,
                                         int first_step) {
     sgd_step(param, grad, momentum_buffer, n, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
 }
-extern "C" __global__ void sgd_step_f16(wg_half* param, const wg_half* grad, float* momentum_buffer, long n, float lr,
+extern "C" __global__ void sgd_step_f16(wg_half* param, const wg_half* grad, float* momentum_buffer, long long n, float lr,
                                         float momentum, float dampening, float weight_decay, int nesterov, int maximize,
                                         int first_step) {
     sgd_step(param, grad, momentum_buffer, n, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
 }
 
 extern "C" __global__ void adam_step_f32(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
-                                         float* max_exp_avg_sq, long n, float lr, float beta1, float beta2, float eps,
-                                         float weight_decay, long step, int amsgrad, int decoupled_weight_decay,
+                                         float* max_exp_avg_sq, long long n, float lr, float beta1, float beta2, float eps,
+                                         float weight_decay, long long step, int amsgrad, int decoupled_weight_decay,
                                          int maximize) {
     adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, n, lr, beta1, beta2, eps, weight_decay, step, amsgrad,
               decoupled_weight_decay, maximize);
 }
 extern "C" __global__ void adam_step_f16(wg_half* param, const wg_half* grad, float* exp_avg, float* exp_avg_sq,
-                                         float* max_exp_avg_sq, long n, float lr, float beta1, float beta2, float eps,
-                                         float weight_decay, long step, int amsgrad, int decoupled_weight_decay,
+                                         float* max_exp_avg_sq, long long n, float lr, float beta1, float beta2, float eps,
+                                         float weight_decay, long long step, int amsgrad, int decoupled_weight_decay,
                                          int maximize) {
     adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, n, lr, beta1, beta2, eps, weight_decay, step, amsgrad,
               decoupled_weight_decay, maximize);
 }
 
 extern "C" __global__ void rmsprop_step_f32(float* param, const float* grad, float* square_avg, float* grad_avg,
-                                            float* momentum_buffer, long n, float lr, float alpha, float eps,
+                                            float* momentum_buffer, long long n, float lr, float alpha, float eps,
                                             float weight_decay, float momentum, int centered, int maximize) {
     rmsprop_step(param, grad, square_avg, grad_avg, momentum_buffer, n, lr, alpha, eps, weight_decay, momentum,
                  centered, maximize);
 }
 extern "C" __global__ void rmsprop_step_f16(wg_half* param, const wg_half* grad, float* square_avg, float* grad_avg,
-                                            float* momentum_buffer, long n, float lr, float alpha, float eps,
+                                            float* momentum_buffer, long long n, float lr, float alpha, float eps,
                                             float weight_decay, float momentum, int centered, int maximize) {
     rmsprop_step(param, grad, square_avg, grad_avg, momentum_buffer, n, lr, alpha, eps, weight_decay, momentum,
                  centered, maximize);

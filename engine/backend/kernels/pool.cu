@@ -6,19 +6,19 @@
 
 // Max pool: y = max over the (dilated) window, padding excluded; argmax = h*W + w within the
 // (n, c) plane, as PyTorch's return_indices. NaN wins (the last one), as in PyTorch.
-extern "C" __global__ void max_pool2d_forward_f32(const float* x, float* y, long* argmax, long N, long C, long H, long W,
-                                                  long KH, long KW, long SH, long SW, long PH, long PW, long DH, long DW,
-                                                  long OH, long OW) {
+extern "C" __global__ void max_pool2d_forward_f32(const float* x, float* y, long long* argmax, long long N, long long C, long long H, long long W,
+                                                  long long KH, long long KW, long long SH, long long SW, long long PH, long long PW, long long DH, long long DW,
+                                                  long long OH, long long OW) {
     GRID_STRIDE_LOOP(i, N * C * OH * OW) {
-        long ow = i % OW, oh = (i / OW) % OH, plane = i / (OW * OH);
+        long long ow = i % OW, oh = (i / OW) % OH, plane = i / (OW * OH);
         const float* xp = x + plane * H * W;
         float best = -WG_INFINITY;
-        long best_index = -1;
-        for (long ki = 0; ki < KH; ++ki) {
-            long h = oh * SH - PH + ki * DH;
+        long long best_index = -1;
+        for (long long ki = 0; ki < KH; ++ki) {
+            long long h = oh * SH - PH + ki * DH;
             if (h < 0 || h >= H) continue;
-            for (long kj = 0; kj < KW; ++kj) {
-                long w = ow * SW - PW + kj * DW;
+            for (long long kj = 0; kj < KW; ++kj) {
+                long long w = ow * SW - PW + kj * DW;
                 if (w < 0 || w >= W) continue;
                 float v = xp[h * W + w];
                 if (best_index < 0 || v > best || isnan(v)) {
@@ -33,19 +33,19 @@ extern "C" __global__ void max_pool2d_forward_f32(const float* x, float* y, long
 }
 
 // dx[h, w] = sum of dy over the windows whose argmax is (h, w).
-extern "C" __global__ void max_pool2d_backward_f32(const float* dy, const long* argmax, float* dx, long N, long C, long H,
-                                                   long W, long KH, long KW, long SH, long SW, long PH, long PW, long DH,
-                                                   long DW, long OH, long OW) {
+extern "C" __global__ void max_pool2d_backward_f32(const float* dy, const long long* argmax, float* dx, long long N, long long C, long long H,
+                                                   long long W, long long KH, long long KW, long long SH, long long SW, long long PH, long long PW, long long DH,
+                                                   long long DW, long long OH, long long OW) {
     GRID_STRIDE_LOOP(i, N * C * H * W) {
-        long w = i % W, h = (i / W) % H, plane = i / (W * H);
+        long long w = i % W, h = (i / W) % H, plane = i / (W * H);
         float sum = 0.0f;
-        for (long ki = 0; ki < KH; ++ki) {
-            long oh_scaled = h + PH - ki * DH;
+        for (long long ki = 0; ki < KH; ++ki) {
+            long long oh_scaled = h + PH - ki * DH;
             if (oh_scaled < 0 || oh_scaled % SH != 0 || oh_scaled / SH >= OH) continue;
-            for (long kj = 0; kj < KW; ++kj) {
-                long ow_scaled = w + PW - kj * DW;
+            for (long long kj = 0; kj < KW; ++kj) {
+                long long ow_scaled = w + PW - kj * DW;
                 if (ow_scaled < 0 || ow_scaled % SW != 0 || ow_scaled / SW >= OW) continue;
-                long o = (plane * OH + oh_scaled / SH) * OW + ow_scaled / SW;
+                long long o = (plane * OH + oh_scaled / SH) * OW + ow_scaled / SW;
                 if (argmax[o] == h * W + w) sum += dy[o];
             }
         }
@@ -55,26 +55,26 @@ extern "C" __global__ void max_pool2d_backward_f32(const float* dy, const long* 
 
 // The divisor of PyTorch's avg_pool2d: the window clipped to the padded image when
 // count_include_pad, else to the image itself; divisor_override > 0 replaces both.
-__device__ __forceinline__ float avg_pool_divisor(long oh, long ow, long H, long W, long KH, long KW, long SH, long SW,
-                                                  long PH, long PW, int count_include_pad, long divisor_override) {
+__device__ __forceinline__ float avg_pool_divisor(long long oh, long long ow, long long H, long long W, long long KH, long long KW, long long SH, long long SW,
+                                                  long long PH, long long PW, int count_include_pad, long long divisor_override) {
     if (divisor_override > 0) return (float)divisor_override;
-    long h0 = oh * SH - PH, w0 = ow * SW - PW;
-    long h1 = h0 + KH < H + PH ? h0 + KH : H + PH, w1 = w0 + KW < W + PW ? w0 + KW : W + PW;
+    long long h0 = oh * SH - PH, w0 = ow * SW - PW;
+    long long h1 = h0 + KH < H + PH ? h0 + KH : H + PH, w1 = w0 + KW < W + PW ? w0 + KW : W + PW;
     if (count_include_pad) return (float)((h1 - h0) * (w1 - w0));
     h0 = h0 > 0 ? h0 : 0; w0 = w0 > 0 ? w0 : 0;
     h1 = h1 < H ? h1 : H; w1 = w1 < W ? w1 : W;
     return (float)((h1 - h0) * (w1 - w0));
 }
 
-extern "C" __global__ void avg_pool2d_forward_f32(const float* x, float* y, long N, long C, long H, long W, long KH,
-                                                  long KW, long SH, long SW, long PH, long PW, long OH, long OW,
-                                                  int count_include_pad, long divisor_override) {
+extern "C" __global__ void avg_pool2d_forward_f32(const float* x, float* y, long long N, long long C, long long H, long long W, long long KH,
+                                                  long long KW, long long SH, long long SW, long long PH, long long PW, long long OH, long long OW,
+                                                  int count_include_pad, long long divisor_override) {
     GRID_STRIDE_LOOP(i, N * C * OH * OW) {
-        long ow = i % OW, oh = (i / OW) % OH, plane = i / (OW * OH);
+        long long ow = i % OW, oh = (i / OW) % OH, plane = i / (OW * OH);
         float sum = 0.0f;
-        for (long h = oh * SH - PH; h < oh * SH - PH + KH; ++h) {
+        for (long long h = oh * SH - PH; h < oh * SH - PH + KH; ++h) {
             if (h < 0 || h >= H) continue;
-            for (long w = ow * SW - PW; w < ow * SW - PW + KW; ++w)
+            for (long long w = ow * SW - PW; w < ow * SW - PW + KW; ++w)
                 if (w >= 0 && w < W) sum += x[(plane * H + h) * W + w];
         }
         y[i] = sum / avg_pool_divisor(oh, ow, H, W, KH, KW, SH, SW, PH, PW, count_include_pad, divisor_override);
@@ -82,20 +82,20 @@ extern "C" __global__ void avg_pool2d_forward_f32(const float* x, float* y, long
 }
 
 // dx[h, w] = sum over the windows covering (h, w) of dy / that window's divisor.
-extern "C" __global__ void avg_pool2d_backward_f32(const float* dy, float* dx, long N, long C, long H, long W, long KH,
-                                                   long KW, long SH, long SW, long PH, long PW, long OH, long OW,
-                                                   int count_include_pad, long divisor_override) {
+extern "C" __global__ void avg_pool2d_backward_f32(const float* dy, float* dx, long long N, long long C, long long H, long long W, long long KH,
+                                                   long long KW, long long SH, long long SW, long long PH, long long PW, long long OH, long long OW,
+                                                   int count_include_pad, long long divisor_override) {
     GRID_STRIDE_LOOP(i, N * C * H * W) {
-        long w = i % W, h = (i / W) % H, plane = i / (W * H);
+        long long w = i % W, h = (i / W) % H, plane = i / (W * H);
         float sum = 0.0f;
-        for (long ki = 0; ki < KH; ++ki) {
-            long oh_scaled = h + PH - ki;
+        for (long long ki = 0; ki < KH; ++ki) {
+            long long oh_scaled = h + PH - ki;
             if (oh_scaled < 0 || oh_scaled % SH != 0 || oh_scaled / SH >= OH) continue;
-            long oh = oh_scaled / SH;
-            for (long kj = 0; kj < KW; ++kj) {
-                long ow_scaled = w + PW - kj;
+            long long oh = oh_scaled / SH;
+            for (long long kj = 0; kj < KW; ++kj) {
+                long long ow_scaled = w + PW - kj;
                 if (ow_scaled < 0 || ow_scaled % SW != 0 || ow_scaled / SW >= OW) continue;
-                long ow = ow_scaled / SW;
+                long long ow = ow_scaled / SW;
                 float divisor = avg_pool_divisor(oh, ow, H, W, KH, KW, SH, SW, PH, PW, count_include_pad, divisor_override);
                 sum += dy[(plane * OH + oh) * OW + ow] / divisor;
             }

@@ -22,16 +22,52 @@ __device__ __forceinline__ wg_half float_to_half(float f) {
 #endif
 
 // Loads and stores in float32 whatever the storage type, so one template serves both dtypes.
-__device__ __forceinline__ float load(const float* p, long i) { return p[i]; }
-__device__ __forceinline__ float load(const wg_half* p, long i) { return half_to_float(p[i]); }
-__device__ __forceinline__ void store(float* p, long i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(wg_half* p, long i, float v) { p[i] = float_to_half(v); }
+__device__ __forceinline__ float load(const float* p, long long i) { return p[i]; }
+__device__ __forceinline__ float load(const wg_half* p, long long i) { return half_to_float(p[i]); }
+__device__ __forceinline__ void store(float* p, long long i, float v) { p[i] = v; }
+__device__ __forceinline__ void store(wg_half* p, long long i, float v) { p[i] = float_to_half(v); }
 
 // NVRTC has no <cmath>, hence no INFINITY/NAN macros: build them from their bit patterns.
 #define WG_INFINITY __int_as_float(0x7f800000)
 #define WG_NAN __int_as_float(0x7fc00000)
 
-// One thread per output element; a grid smaller than n strides over the rest. Indices are long
+// One thread per output element; a grid smaller than n strides over the rest. Indices are long long
 // (64-bit) so tensors past 2**31 elements stay addressable.
 #define GRID_STRIDE_LOOP(i, n) \
-    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long)blockDim.x * gridDim.x)
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)
+
+// Block-wide reductions for kernels that give one block a row (softmax, cross-entropy, layer norm) or a
+// channel (batch norm): every thread passes its partial value and every thread gets the block's result.
+// A warp reduces with shuffles, lane 0 of each warp leaves its value in shared memory, and warp 0
+// reduces those. blockDim.x must be a multiple of 32 (at most 1024) and every thread of the block must
+// call it (the calls are barriers).
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+template <bool IsMax> __device__ float block_reduce(float v) {
+    __shared__ float partial[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const float identity = IsMax ? -WG_INFINITY : 0.0f;
+    v = IsMax ? warp_max(v) : warp_sum(v);
+    __syncthreads();  // the previous reduction's threads have all read partial[0]
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < warps ? partial[lane] : identity;
+        v = IsMax ? warp_max(v) : warp_sum(v);
+        if (lane == 0) partial[0] = v;
+    }
+    __syncthreads();
+    return partial[0];
+}
+__device__ __forceinline__ float block_sum(float v) { return block_reduce<false>(v); }
+__device__ __forceinline__ float block_max(float v) { return block_reduce<true>(v); }
+
+// A block per row: blocks stride over the rows, the block's threads over the row's columns.
+#define BLOCK_ROW_LOOP(r, rows) for (long long r = blockIdx.x; r < (rows); r += gridDim.x)
+#define THREAD_COL_LOOP(j, cols) for (long long j = threadIdx.x; j < (cols); j += blockDim.x)
