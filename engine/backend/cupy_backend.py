@@ -122,8 +122,13 @@ def _run_probe() -> str | None:
     return reason
 
 
+_ready: list = []  # [this module] once CuPy loaded and the check passed: require()'s fast path, hot per op
+
+
 def require():
     """This module, ready to use; raises a RuntimeError naming what is missing otherwise."""
+    if _ready:
+        return _ready[0]
     global xp
     cp = _load()
     if cp is not None:
@@ -133,6 +138,8 @@ def require():
                            "(pip install -e '.[gpu]') on a machine with an NVIDIA GPU and driver, or use "
                            "device='cpu'.")
     xp = cp
+    if not _probing:  # during the check itself the module is not ready yet
+        _ready.append(sys.modules[__name__])
     return sys.modules[__name__]
 
 

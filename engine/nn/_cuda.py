@@ -328,14 +328,19 @@ class Convolution(Function):
         n, o, g = x._shape[0], w._shape[0], geom.groups
         cols = _im2col(x._arr, geom)
         xp = _xp(cols)
-        if g == 1:  # (o, K) @ (K, N*L), back to (N, o, L) by one transposing copy
-            y = xp.dot(w._arr.reshape(o, -1), cols.reshape(cols.shape[0], -1))
-            y = _swap_batch_and_channels(y.reshape(o, n, -1))
+        if g == 1:  # (o, K) @ (K, N*L), back to (N, o, L) by one transposing pass that also adds the bias
+            y2 = xp.dot(w._arr.reshape(o, -1), cols.reshape(cols.shape[0], -1)).reshape(o, n, -1)
+            if b is None:
+                y = _swap_batch_and_channels(y2)
+            else:
+                y = xp.empty((n, o, y2.shape[-1]), y2.dtype)
+                xp.add(y2.transpose(1, 0, 2), b._arr.reshape(1, -1, 1), out=y)
+            y = y.reshape(n, o, *geom.out_hw)
         else:
             y = xp.matmul(w._arr.reshape(g, o // g, -1), cols.reshape(n, g, -1, cols.shape[-1]))
-        y = y.reshape(n, o, *geom.out_hw)
-        if b is not None:
-            y += b._arr.reshape(1, -1, 1, 1)
+            y = y.reshape(n, o, *geom.out_hw)
+            if b is not None:
+                y += b._arr.reshape(1, -1, 1, 1)
         ctx.save_for_backward(x, w)
         ctx.geom = geom
         if ctx.needs_input_grad and ctx.needs_input_grad[1]:
