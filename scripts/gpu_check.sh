@@ -67,20 +67,24 @@ else
 fi
 
 train_both() {
+  # CUDA trains twice: the first run also compiles CuPy's and our kernels (NVRTC; cached on disk for later
+  # runs), the second is what a user sees from then on
   local out; out=$(mktemp -d)
   local epochs=15; [ $QUICK -eq 1 ] && epochs=3
-  for dev in cpu cuda; do
-    $PY -m app.cli train assets/examples/cnn_digits.json --device $dev --epochs $epochs --quiet \
-      --out "$out/$dev" || return 1
+  for run in cpu cuda cuda-again; do
+    $PY -m app.cli train assets/examples/cnn_digits.json --device "${run%-again}" --epochs $epochs --quiet \
+      --out "$out/$run" || return 1
   done
   $PY - "$out" <<'PY'
 import json, sys
-cpu, gpu = (json.load(open(f"{sys.argv[1]}/{d}/summary.json")) for d in ("cpu", "cuda"))
-for name, s in (("cpu", cpu), ("cuda", gpu)):
-    print(f"CNN example on {name:4}: {s['seconds']:7.2f} s, val accuracy {s['val_accuracy']:.4f}, "
+runs = {d: json.load(open(f"{sys.argv[1]}/{d}/summary.json")) for d in ("cpu", "cuda", "cuda-again")}
+for name, s in runs.items():
+    print(f"CNN example on {name:10}: {s['seconds']:7.2f} s, val accuracy {s['val_accuracy']:.4f}, "
           f"val loss {s['val_loss']:.4f}, status {s['status']}")
-print(f"cuda / cpu time: {gpu['seconds'] / cpu['seconds']:.2f}x")
-ok = gpu["status"] == "finished" and abs(gpu["val_accuracy"] - cpu["val_accuracy"]) < 0.05
+cpu, cold, warm = runs.values()
+print(f"cuda / cpu time: {cold['seconds'] / cpu['seconds']:.2f}x first run (kernels compiled), "
+      f"{warm['seconds'] / cpu['seconds']:.2f}x once compiled")
+ok = all(s["status"] == "finished" and abs(s["val_accuracy"] - cpu["val_accuracy"]) < 0.05 for s in (cold, warm))
 sys.exit(0 if ok else 1)
 PY
 }
