@@ -590,9 +590,9 @@ class Trainer:
         if self.device.type == "cpu":
             return float(loss.item()), guess
         xp = loss._storage.backend.xp
-        parts = [loss.detach()._arr.reshape(1).astype(xp.float64)]
+        parts = [loss.detach()._arr.reshape(1).astype(np.float64)]
         if guess is not None:
-            parts.append(guess.reshape(-1).astype(xp.float64))  # class indices are exact in float64
+            parts.append(guess.reshape(-1).astype(np.float64))  # class indices are exact in float64
         host = _host(xp.concatenate(parts))
         if guess is None:
             return float(host[0]), None
@@ -660,8 +660,8 @@ class Trainer:
         if not grads:
             return out
         xp = self._xp()
-        sums = xp.stack([xp.dot(g._arr.ravel(), g._arr.ravel()).astype(np.float64) for _, g in grads])
-        for (nid, g), v in zip(grads, _host(sums)):
+        sums = xp.stack([xp.dot(g._arr.ravel(), g._arr.ravel()) for _, g in grads])  # cuBLAS dots, one stack
+        for (nid, g), v in zip(grads, _host(sums).astype(np.float64)):
             # an overflow to inf in float32 is redone in float64 by _sq_norm (a huge norm, not an Inf)
             out[nid] += float(v) if math.isfinite(v) else _sq_norm(g)
         return out
@@ -669,15 +669,25 @@ class Trainer:
     def _update_ratios(self, before: dict[str, list[Any]]) -> dict[str, float]:
         """|step| / |weights before| per layer. The sums are made where the weights live and read in one
         transfer (on a GPU, two reads per parameter would each stop the host)."""
-        sums, owners = [], []
+        sums, pairs, owners = [], [], []
+        cpu = self.device.type == "cpu"
+        xp = self._xp()
         for nid, ps in self.node_params.items():
             for (_, p), old in zip(ps, before[nid]):
-                old64 = old.astype(np.float64)
-                sums += [((p._arr.astype(np.float64) - old64) ** 2).sum(), (old64 ** 2).sum()]
+                if cpu:
+                    sums += [((p._arr - old) ** 2).sum(), (old.astype(np.float64) ** 2).sum()]
+                else:  # two cuBLAS dots (float32) instead of ~7 elementwise and reduction kernels
+                    d, o = (p._arr - old).ravel(), old.ravel()
+                    sums += [xp.dot(d, d), xp.dot(o, o)]
+                pairs.append((p._arr, old))
                 owners.append(nid)
         if not sums:
             return {}
-        values = _host(self._xp().stack(sums))
+        values = _host(xp.stack(sums)).astype(np.float64)
+        for k, (now, old) in enumerate(pairs):
+            if not (math.isfinite(values[2 * k]) and math.isfinite(values[2 * k + 1])):  # float32 overflow
+                now64, old64 = (_host(a).astype(np.float64) for a in (now, old))
+                values[2 * k:2 * k + 2] = ((now64 - old64) ** 2).sum(), (old64 ** 2).sum()
         delta = dict.fromkeys(before, 0.0)
         weight = dict.fromkeys(before, 0.0)
         for k, nid in enumerate(owners):
@@ -687,12 +697,10 @@ class Trainer:
                 for nid in before}
 
     def _xp(self) -> Any:
-        """The array module of the run's device (NumPy, or CuPy on a GPU)."""
-        if self.device.type == "cpu":
-            return np
-        from engine.backend import cupy_backend
-
-        return cupy_backend.require().xp
+        """The array module the model's parameters live in (NumPy, or CuPy on a GPU)."""
+        for p in self.model.parameters():
+            return p._storage.backend.xp
+        return np
 
     def _nonfinite(self, x: Any, y: Any, loss_value: float) -> bool:
         """Name the layer that made NaN/Inf, then pause (GUI) or end the run (CLI). True = end."""

@@ -507,3 +507,29 @@ def test_a_gpu_failure_pauses_a_gui_run_which_then_resumes_and_finishes():
     thread.join(10)
     assert rec.summary.status == "finished" and calls["n"] > 2
     assert len(rec.batches) == 2 * trainer.steps_per_epoch - 1  # every batch but the failed one
+
+
+def test_the_gpu_readouts_give_the_host_readouts_values():
+    """The device branches of the per-step readouts (loss and class guesses in one transfer, layer gradient
+    norms and update ratios summed where the weights live) run here on NumPy arrays, as array code shared
+    with CuPy: their values must equal the CPU branches'."""
+    import engine
+
+    trainer = Trainer(make_doc(epochs=1))
+    _, x, y, idx = next(trainer._batches(0, 0))
+    pred = trainer.model(x)
+    loss = trainer.loss_fn(pred, y)
+    loss.backward()
+    before = {nid: [p._arr.copy() for _, p in ps] for nid, ps in trainer.node_params.items()}
+    with engine.no_grad():
+        for p in trainer.model.parameters():
+            p.sub_(p.grad * 0.1)
+    host = (trainer._readout(loss, pred), trainer._layer_sq_norms(), trainer._update_ratios(before))
+    trainer.device = engine.device("cuda")  # the branches only; the arrays stay NumPy
+    device = (trainer._readout(loss, pred), trainer._layer_sq_norms(), trainer._update_ratios(before))
+    (hl, hg), (dl, dg) = host[0], device[0]
+    assert dl == pytest.approx(hl, rel=1e-6) and np.array_equal(dg, hg) and dg.dtype == np.int64
+    assert device[1].keys() == host[1].keys() == {"fc1", "fc2"}
+    for nid in host[1]:
+        assert device[1][nid] == pytest.approx(host[1][nid], rel=1e-5)
+        assert device[2][nid] == pytest.approx(host[2][nid], rel=1e-4) and device[2][nid] > 0
