@@ -50,10 +50,10 @@ IM2COL_KERNELS = [  # "kn_": the channel-major column layout
     f"{op}_{layout}{dt}" for op in ("im2col", "col2im") for layout in ("", "kn_") for dt in DTYPES
 ]
 POOL_KERNELS = [
-    "max_pool2d_forward_f32",
-    "max_pool2d_backward_f32",
-    "avg_pool2d_forward_f32",
-    "avg_pool2d_backward_f32",
+    f"{op}_pool2d_{direction}_{dt}"
+    for op in ("max", "avg")
+    for direction in ("forward", "backward")
+    for dt in DTYPES
 ]
 NORM_KERNELS = [
     "batch_norm_backward_reduce_f32",
@@ -433,69 +433,98 @@ POOL_CASES = [  # (N, C, H, W), kernel, stride, padding, dilation, ceil_mode
 ]
 
 
+@pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("case", POOL_CASES)
-def test_max_pool2d_forward_and_backward_match_numpy_and_torch(case):
+def test_max_pool2d_forward_and_backward_match_numpy_and_torch(case, dt):
     shape, kernel, stride, padding, dilation, ceil_mode = case
     rng = np.random.default_rng(7)
-    x = rand(rng, *shape)
-    tx = torch.from_numpy(x).requires_grad_()
+    x = rand(rng, *shape, dtype=DTYPES[dt])
+    tol = F16_TOL if dt == "f16" else F32_TOL
+    tx = torch.from_numpy(x).requires_grad_()  # float16 stays float16: torch's CPU pools it natively
     ty, tidx = F.max_pool2d(tx, kernel, stride, padding, dilation, ceil_mode=ceil_mode, return_indices=True)
     OH, OW = ty.shape[2:]
     geometry = (*shape, *kernel, *stride, *padding, *dilation, OH, OW)
 
-    y, argmax = np.empty(ty.shape, np.float32), np.empty(ty.shape, np.int64)
-    launch("pool.cu", "max_pool2d_forward_f32", x, y, argmax, *geometry)
+    y, argmax = np.empty(ty.shape, x.dtype), np.empty(ty.shape, np.int64)
+    launch("pool.cu", f"max_pool2d_forward_{dt}", x, y, argmax, *geometry)
     ry, rargmax = ref.max_pool2d(x, kernel, stride, padding, dilation, (OH, OW))
-    np.testing.assert_array_equal(y, ry)
+    np.testing.assert_array_equal(y, ry)  # a maximum is one of the inputs: exact in either dtype
+    np.testing.assert_array_equal(y, ty.detach().numpy())
     np.testing.assert_array_equal(argmax, rargmax)
     np.testing.assert_array_equal(argmax, tidx.numpy())
 
-    dy = rand(rng, *y.shape)
+    dy = rand(rng, *y.shape, dtype=x.dtype)
     dx = np.empty_like(x)
-    launch("pool.cu", "max_pool2d_backward_f32", dy, argmax, dx, *geometry)
-    np.testing.assert_allclose(dx, ref.max_pool2d_backward(dy.astype(np.float64), argmax, shape), **F32_TOL)
+    launch("pool.cu", f"max_pool2d_backward_{dt}", dy, argmax, dx, *geometry)
+    np.testing.assert_allclose(
+        dx.astype(np.float64), ref.max_pool2d_backward(dy.astype(np.float64), argmax, shape), **tol
+    )
     ty.backward(torch.from_numpy(dy))
-    np.testing.assert_allclose(dx, tx.grad.numpy(), **F32_TOL)
+    np.testing.assert_allclose(dx.astype(np.float32), tx.grad.numpy().astype(np.float32), **tol)
 
 
+@pytest.mark.parametrize("dt", DTYPES)
+def test_max_pool2d_nan_wins_its_windows_with_torchs_indices(dt):
+    x = rand(np.random.default_rng(11), 1, 2, 6, 7, dtype=DTYPES[dt])
+    x[0, 0, 1, 1] = x[0, 0, 2, 2] = x[0, 1, 5, 6] = np.nan  # two NaNs in some windows: the last one wins
+    ty, tidx = F.max_pool2d(torch.from_numpy(x), 3, 2, 1, return_indices=True)
+    y, argmax = np.empty(ty.shape, x.dtype), np.empty(ty.shape, np.int64)
+    launch("pool.cu", f"max_pool2d_forward_{dt}", x, y, argmax, 1, 2, 6, 7, 3, 3, 2, 2, 1, 1, 1, 1,
+           *ty.shape[2:])
+    assert np.isnan(y).sum() == 5
+    np.testing.assert_array_equal(y, ty.numpy())  # NaN positions equal too
+    np.testing.assert_array_equal(argmax, tidx.numpy())
+
+
+@pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("count_include_pad", [True, False])
 @pytest.mark.parametrize("case", POOL_CASES)
-def test_avg_pool2d_forward_and_backward_match_numpy_and_torch(case, count_include_pad):
+def test_avg_pool2d_forward_and_backward_match_numpy_and_torch(case, count_include_pad, dt):
     shape, kernel, stride, padding, _, ceil_mode = case
     rng = np.random.default_rng(8)
-    x = rand(rng, *shape)
+    x = rand(rng, *shape, dtype=DTYPES[dt])
+    tol = F16_TOL if dt == "f16" else F32_TOL
     tx = torch.from_numpy(x).requires_grad_()
     ty = F.avg_pool2d(tx, kernel, stride, padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad)
     OH, OW = ty.shape[2:]
     geometry = (*shape, *kernel, *stride, *padding, OH, OW, int(count_include_pad), 0)
 
-    y = np.empty(ty.shape, np.float32)
-    launch("pool.cu", "avg_pool2d_forward_f32", x, y, *geometry)
+    y = np.empty(ty.shape, x.dtype)
+    launch("pool.cu", f"avg_pool2d_forward_{dt}", x, y, *geometry)
     np.testing.assert_allclose(
-        y,
+        y.astype(np.float64),
         ref.avg_pool2d(x.astype(np.float64), kernel, stride, padding, (OH, OW), count_include_pad),
-        **F32_TOL,
+        **tol,
     )
-    np.testing.assert_allclose(y, ty.detach().numpy(), **F32_TOL)
+    np.testing.assert_allclose(y.astype(np.float32), ty.detach().numpy().astype(np.float32), **tol)
 
-    dy = rand(rng, *y.shape)
+    dy = rand(rng, *y.shape, dtype=x.dtype)
     dx = np.empty_like(x)
-    launch("pool.cu", "avg_pool2d_backward_f32", dy, dx, *geometry)
+    launch("pool.cu", f"avg_pool2d_backward_{dt}", dy, dx, *geometry)
     np.testing.assert_allclose(
-        dx,
+        dx.astype(np.float64),
         ref.avg_pool2d_backward(dy.astype(np.float64), shape, kernel, stride, padding, count_include_pad),
-        **F32_TOL,
+        **tol,
     )
     ty.backward(torch.from_numpy(dy))
-    np.testing.assert_allclose(dx, tx.grad.numpy(), **F32_TOL)
+    np.testing.assert_allclose(dx.astype(np.float32), tx.grad.numpy().astype(np.float32), **tol)
 
 
-def test_avg_pool2d_divisor_override_replaces_the_window_size():
-    x = rand(np.random.default_rng(9), 1, 2, 7, 7)
-    ty = F.avg_pool2d(torch.from_numpy(x), 3, 2, 1, divisor_override=5)
-    y = np.empty(ty.shape, np.float32)
-    launch("pool.cu", "avg_pool2d_forward_f32", x, y, 1, 2, 7, 7, 3, 3, 2, 2, 1, 1, *ty.shape[2:], 1, 5)
-    np.testing.assert_allclose(y, ty.numpy(), **F32_TOL)
+@pytest.mark.parametrize("dt", DTYPES)
+def test_avg_pool2d_divisor_override_replaces_the_window_size(dt):
+    x = rand(np.random.default_rng(9), 1, 2, 7, 7, dtype=DTYPES[dt])
+    tx = torch.from_numpy(x).requires_grad_()
+    ty = F.avg_pool2d(tx, 3, 2, 1, divisor_override=5)
+    geometry = (1, 2, 7, 7, 3, 3, 2, 2, 1, 1, *ty.shape[2:], 1, 5)
+    tol = F16_TOL if dt == "f16" else F32_TOL
+    y = np.empty(ty.shape, x.dtype)
+    launch("pool.cu", f"avg_pool2d_forward_{dt}", x, y, *geometry)
+    np.testing.assert_allclose(y.astype(np.float32), ty.detach().numpy().astype(np.float32), **tol)
+    dy = np.ones_like(y)
+    dx = np.empty_like(x)
+    launch("pool.cu", f"avg_pool2d_backward_{dt}", dy, dx, *geometry)
+    ty.backward(torch.from_numpy(dy))
+    np.testing.assert_allclose(dx.astype(np.float32), tx.grad.numpy().astype(np.float32), **tol)
 
 
 # ------------------------------------------------------------------------------------------ normalisation

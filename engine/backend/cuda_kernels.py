@@ -325,15 +325,15 @@ def _pool_geometry(x_shape, kernel_size, stride, padding, dilation, ceil_mode):
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
-    """(y, argmax) for (N, C, H, W) float32; argmax = h*W + w within each plane (return_indices)."""
+    """(y, argmax) of (N, C, H, W) float32 or float16; argmax = h*W + w in its plane, as return_indices."""
     x = _c(x)
-    _suffix(x, "max_pool2d", f16=False)
     g = _pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     n, c, oh, ow = g[0], g[1], g[-2], g[-1]
     xp = _xp(x)
     y = xp.empty((n, c, oh, ow), x.dtype)
     argmax = xp.empty((n, c, oh, ow), np.int64)
-    _launch("pool.cu", "max_pool2d_forward_f32", y.size, (x, y, argmax) + tuple(_i64(v) for v in g))
+    _launch("pool.cu", f"max_pool2d_forward_{_suffix(x, 'max_pool2d')}", y.size,
+            (x, y, argmax) + tuple(_i64(v) for v in g))
     return y, argmax
 
 
@@ -342,7 +342,8 @@ def max_pool2d_backward(dy, argmax, input_shape, kernel_size, stride=None, paddi
     dy = _c(dy)
     g = _pool_geometry(tuple(input_shape), kernel_size, stride, padding, dilation, ceil_mode)
     dx = _xp(dy).empty(tuple(input_shape), dy.dtype)
-    _launch("pool.cu", "max_pool2d_backward_f32", dx.size, (dy, _c(argmax), dx) + tuple(_i64(v) for v in g))
+    _launch("pool.cu", f"max_pool2d_backward_{_suffix(dy, 'max_pool2d')}", dx.size,
+            (dy, _c(argmax), dx) + tuple(_i64(v) for v in g))
     return dx
 
 
@@ -355,10 +356,9 @@ def _avg_args(g, count_include_pad, divisor_override):
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None):
     x = _c(x)
-    _suffix(x, "avg_pool2d", f16=False)
     g = _pool_geometry(x.shape, kernel_size, stride, padding, 1, ceil_mode)
     y = _xp(x).empty((g[0], g[1], g[-2], g[-1]), x.dtype)
-    _launch("pool.cu", "avg_pool2d_forward_f32", y.size,
+    _launch("pool.cu", f"avg_pool2d_forward_{_suffix(x, 'avg_pool2d')}", y.size,
             (x, y) + _avg_args(g, count_include_pad, divisor_override))
     return y
 
@@ -368,7 +368,7 @@ def avg_pool2d_backward(dy, input_shape, kernel_size, stride=None, padding=0, ce
     dy = _c(dy)
     g = _pool_geometry(tuple(input_shape), kernel_size, stride, padding, 1, ceil_mode)
     dx = _xp(dy).empty(tuple(input_shape), dy.dtype)
-    _launch("pool.cu", "avg_pool2d_backward_f32", dx.size,
+    _launch("pool.cu", f"avg_pool2d_backward_{_suffix(dy, 'avg_pool2d')}", dx.size,
             (dy, dx) + _avg_args(g, count_include_pad, divisor_override))
     return dx
 

@@ -469,7 +469,7 @@ def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode,
 def _max_pool_nd(input: Tensor, kernel_size, stride, padding, dilation, ceil_mode, return_indices, dims: int):
     x, unbatched = _pool_batched(input, dims)
     geom, _ = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode, f"max_pool{dims}d", dims)
-    if dims == 2 and x.is_cuda and _cuda.takes(x, f16=False):  # kernels/pool.cu; indices are h * W + w
+    if dims == 2 and x.is_cuda and _cuda.takes(x):  # kernels/pool.cu; indices are h * W + w
         y, idx = _cuda.max_pool2d(x, geom, ceil_mode)
         y, idx = (y.squeeze(0), idx.squeeze(0)) if unbatched else (y, idx)
         return (y, idx) if return_indices else y
@@ -547,7 +547,7 @@ def _avg_pool_nd(input: Tensor, kernel_size, stride, padding, ceil_mode, count_i
             f"'{D.scalar_type_name(dt)}'"
         )
     geom, (k, s, p) = _pool_geometry(x, kernel_size, stride, padding, 1, ceil_mode, name, dims)
-    if dims == 2 and x.is_cuda and _cuda.takes(x, f16=False):  # kernels/pool.cu, divisors in the kernel
+    if dims == 2 and x.is_cuda and _cuda.takes(x):  # kernels/pool.cu, divisors in the kernel
         y = _cuda.avg_pool2d(x, geom, ceil_mode, count_include_pad, divisor_override)
         return y.squeeze(0) if unbatched else y
     fdt = dt.np if dt.is_floating_point else np.float64

@@ -363,41 +363,45 @@ def test_im2col_and_col2im_launchers_match_torch_unfold_and_fold(launched, dtype
         K.col2im(cols.swapaxes(0, 1), x.shape, **geom, channel_major=channel_major)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("ceil_mode", [False, True])
-def test_pool_launchers_match_torch_including_ceil_mode_output_sizes(launched, ceil_mode):
+def test_pool_launchers_match_torch_including_ceil_mode_output_sizes(launched, ceil_mode, dtype):
     rng = np.random.default_rng(5)
-    x = _rand(rng, 2, 3, 8, 7)
-    xt = torch.tensor(x, requires_grad=True)
+    x = _rand(rng, 2, 3, 8, 7, dtype=dtype)
+    xt = torch.tensor(x, requires_grad=True)  # torch pools float16 natively on the CPU
     yt, it = F.max_pool2d(xt, 3, 2, 1, 1, ceil_mode=ceil_mode, return_indices=True)
-    dy = _rand(rng, *yt.shape)
+    dy = _rand(rng, *yt.shape, dtype=dtype)
     yt.backward(torch.tensor(dy))
     y, argmax = K.max_pool2d(x, 3, 2, 1, 1, ceil_mode)
-    np.testing.assert_allclose(y, yt.detach().numpy())
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y, yt.detach().numpy())
     np.testing.assert_array_equal(argmax, it.numpy())
-    np.testing.assert_allclose(
-        K.max_pool2d_backward(dy, argmax, x.shape, 3, 2, 1, 1, ceil_mode),
-        xt.grad.numpy(),
-        rtol=1e-6,
-        atol=1e-6,
-    )
+    dx = K.max_pool2d_backward(dy, argmax, x.shape, 3, 2, 1, 1, ceil_mode)
+    assert dx.dtype == dtype
+    np.testing.assert_allclose(dx.astype(np.float32), xt.grad.numpy().astype(np.float32), **_tol(dtype))
 
     xt.grad = None
     at = F.avg_pool2d(xt, (3, 2), (2, 2), (1, 1), ceil_mode=ceil_mode, count_include_pad=False)
-    da = _rand(rng, *at.shape)
+    da = _rand(rng, *at.shape, dtype=dtype)
     at.backward(torch.tensor(da))
     a = K.avg_pool2d(x, (3, 2), (2, 2), (1, 1), ceil_mode, count_include_pad=False)
-    np.testing.assert_allclose(a, at.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert a.dtype == dtype
+    np.testing.assert_allclose(a.astype(np.float32), at.detach().numpy().astype(np.float32), **_tol(dtype))
     np.testing.assert_allclose(
-        K.avg_pool2d_backward(da, x.shape, (3, 2), (2, 2), (1, 1), ceil_mode, False),
-        xt.grad.numpy(),
-        rtol=1e-5,
-        atol=1e-6,
+        K.avg_pool2d_backward(da, x.shape, (3, 2), (2, 2), (1, 1), ceil_mode, False).astype(np.float32),
+        xt.grad.numpy().astype(np.float32),
+        **_tol(dtype),
     )
+    suffix = "f16" if dtype == np.float16 else "f32"
+    assert launched == {f"{op}_pool2d_{d}_{suffix}" for op in ("max", "avg") for d in ("forward", "backward")}
 
 
-def test_pool_launchers_refuse_float16_with_a_clear_error(launched):
-    with pytest.raises(TypeError, match="float32, got float16"):
-        K.max_pool2d(np.zeros((1, 1, 4, 4), np.float16), 2)
+def test_pool_launchers_refuse_float64_with_a_clear_error(launched):
+    with pytest.raises(TypeError, match="float32 or float16, got float64"):
+        K.max_pool2d(np.zeros((1, 1, 4, 4)), 2)
+    with pytest.raises(TypeError, match="float32 or float16, got float64"):
+        K.avg_pool2d_backward(np.zeros((1, 1, 2, 2)), (1, 1, 4, 4), 2)
+    assert not launched
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -516,14 +520,14 @@ def _call_every_launcher():
         img = _rand(rng, 1, 2, 4, 4, dtype=dt)
         for channel_major in (False, True):
             K.col2im(K.im2col(img, 2, channel_major=channel_major), img.shape, 2, channel_major=channel_major)
+        y, am = K.max_pool2d(img, 2)
+        K.max_pool2d_backward(y, am, img.shape, 2)
+        K.avg_pool2d_backward(K.avg_pool2d(img, 2), img.shape, 2)
         p, g, s = _rand(rng, 5, dtype=dt), _rand(rng, 5, dtype=dt), np.zeros(5, np.float32)
         K.sgd_step(p, g, s, lr=0.1, momentum=0.9)
         K.adam_step(p, g, s.copy(), s.copy(), None, step=1, lr=0.1)
         K.rmsprop_step(p, g, s.copy(), None, None, lr=0.1)
     img = _rand(rng, 1, 2, 4, 4)
-    y, am = K.max_pool2d(img, 2)
-    K.max_pool2d_backward(y, am, img.shape, 2)
-    K.avg_pool2d_backward(K.avg_pool2d(img, 2), img.shape, 2)
     K.batch_norm_backward(img, img, np.zeros(2, np.float32), np.ones(2, np.float32))
     y, mean, rstd = K.layer_norm_forward(img, (4, 4))
     K.layer_norm_backward(y, img, mean, rstd)

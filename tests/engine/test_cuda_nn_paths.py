@@ -403,6 +403,35 @@ def test_pooling_double_backward_on_cuda_applies_the_adjoint(launched, name):
                         run=_grad_of_grad)
 
 
+@pytest.mark.parametrize("name", ["max 3/2 pad 1", "max ceil_mode", "max dilation 2", "max return_indices",
+                                  "avg 2", "avg ceil_mode, no pad counted", "avg divisor_override"])
+def test_float16_pooling_on_cuda_uses_the_f16_kernels(launched, name):
+    fn, kind = POOLS[name]
+    kernels = [f"{kind}_pool2d_forward_f16", f"{kind}_pool2d_backward_f16"]
+    _same_on_both_paths(launched, fn, _arrays([(2, 3, 9, 8)], dtype=np.float16), kernels, tol=4e-3)
+    assert not {k for k in launched if k.endswith("_f32")}, "float16 pooling launched a float32 kernel"
+
+
+@pytest.mark.parametrize("name", ["max 3/2 pad 1", "avg ceil_mode, no pad counted"])
+def test_float16_pooling_double_backward_on_cuda_applies_the_f16_adjoint(launched, name):
+    fn, kind = POOLS[name]
+    _same_on_both_paths(launched, fn, _arrays([(2, 3, 9, 8)], dtype=np.float16),
+                        [f"{kind}_pool2d_backward_f16"], tol=4e-3, run=_grad_of_grad)
+
+
+def test_an_autocast_conv_net_on_cuda_stays_on_the_f16_kernels_through_its_pools(launched):
+    def fn(x, w):
+        # the fake GPU tensors' storage is on the CPU, so "cpu" is the autocast device that casts them
+        with engine.amp.autocast("cpu"):
+            h = F.max_pool2d(F.relu(F.conv2d(x, w, padding=1)), 2)
+            return F.avg_pool2d(h, 2, ceil_mode=True, count_include_pad=False)
+
+    kernels = ["im2col_kn_f16", "relu_forward_f16", "max_pool2d_forward_f16", "max_pool2d_backward_f16",
+               "avg_pool2d_forward_f16", "avg_pool2d_backward_f16"]
+    _same_on_both_paths(launched, fn, _arrays([(2, 3, 9, 8), (4, 3, 3, 3)]), kernels, tol=2e-2)
+    assert not {k for k in launched if "pool" in k and k.endswith("_f32")}
+
+
 def test_avg_pool_on_cuda_refuses_a_zero_divisor(launched):
     with cuda_paths(), pytest.raises(RuntimeError, match="divisor must be not zero"):
         F.avg_pool2d(engine.ones(1, 1, 4, 4), 2, divisor_override=0)

@@ -9,18 +9,14 @@
 // column entry that reads it, so it needs no atomics and sums in a fixed order (deterministic).
 #include "wg_common.h"
 
-struct ConvGeometry {
-    long long N, C, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW;
-};
-
 // Where column (row, n, l) lives: row (c*KH + ki)*KW + kj of image n at output position l = oh*OW + ow.
-template <bool CHANNEL_MAJOR> __device__ long long column_index(long long row, long long n, long long l, ConvGeometry g) {
+template <bool CHANNEL_MAJOR> __device__ long long column_index(long long row, long long n, long long l, WindowGeometry g) {
     long long L = g.OH * g.OW;
     return CHANNEL_MAJOR ? (row * g.N + n) * L + l : (n * g.C * g.KH * g.KW + row) * L + l;
 }
 
 // One thread per column element; padding reads as 0.
-template <bool CHANNEL_MAJOR, typename T> __device__ void im2col(const T* image, T* cols, ConvGeometry g) {
+template <bool CHANNEL_MAJOR, typename T> __device__ void im2col(const T* image, T* cols, WindowGeometry g) {
     long long L = g.OH * g.OW, rows = g.C * g.KH * g.KW;
     GRID_STRIDE_LOOP(i, g.N * rows * L) {
         long long l = i % L;
@@ -34,30 +30,20 @@ template <bool CHANNEL_MAJOR, typename T> __device__ void im2col(const T* image,
     }
 }
 
-// One thread per image element (n, c, h, w): for each kernel tap (ki, kj), the output position that
-// read this pixel through that tap is oh = (h + PH - ki*DH) / SH when that division is exact.
-template <bool CHANNEL_MAJOR, typename T> __device__ void col2im(const T* cols, T* image, ConvGeometry g) {
+// One thread per image element (n, c, h, w), summing the column entries of every window tap that read it.
+template <bool CHANNEL_MAJOR, typename T> __device__ void col2im(const T* cols, T* image, WindowGeometry g) {
     long long total = g.N * g.C * g.H * g.W;
     GRID_STRIDE_LOOP(i, total) {
         long long w = i % g.W, h = (i / g.W) % g.H, c = (i / (g.W * g.H)) % g.C, n = i / (g.W * g.H * g.C);
         float sum = 0.0f;
-        for (long long ki = 0; ki < g.KH; ++ki) {
-            long long oh_scaled = h + g.PH - ki * g.DH;
-            if (oh_scaled < 0 || oh_scaled % g.SH != 0 || oh_scaled / g.SH >= g.OH) continue;
-            long long oh = oh_scaled / g.SH;
-            for (long long kj = 0; kj < g.KW; ++kj) {
-                long long ow_scaled = w + g.PW - kj * g.DW;
-                if (ow_scaled < 0 || ow_scaled % g.SW != 0 || ow_scaled / g.SW >= g.OW) continue;
-                long long ow = ow_scaled / g.SW;
-                long long row = (c * g.KH + ki) * g.KW + kj;
-                sum += load(cols, column_index<CHANNEL_MAJOR>(row, n, oh * g.OW + ow, g));
-            }
-        }
+        for_each_window_over(g, h, w, [&](long long ki, long long kj, long long oh, long long ow) {
+            long long row = (c * g.KH + ki) * g.KW + kj;
+            sum += load(cols, column_index<CHANNEL_MAJOR>(row, n, oh * g.OW + ow, g));
+        });
         store(image, i, sum);
     }
 }
 
-#define WG_GEOMETRY ConvGeometry{N, C, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW}
 extern "C" __global__ void im2col_f32(const float* image, float* cols, long long N, long long C, long long H, long long W, long long KH, long long KW,
                                       long long SH, long long SW, long long PH, long long PW, long long DH, long long DW, long long OH, long long OW) {
     im2col<false>(image, cols, WG_GEOMETRY);

@@ -36,6 +36,29 @@ __device__ __forceinline__ void store(wg_half* p, long long i, float v) { p[i] =
 #define GRID_STRIDE_LOOP(i, n) \
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)
 
+// A sliding window over contiguous (N, C, H, W) images, as im2col (convolution) and pooling see it:
+// kernel KH x KW, stride, padding, dilation, and the OH x OW output positions.
+struct WindowGeometry {
+    long long N, C, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW;
+};
+// The entry points' parameters of those names, gathered for the templates.
+#define WG_GEOMETRY WindowGeometry{N, C, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW}
+
+// Calls f(ki, kj, oh, ow) for every output position (oh, ow) whose window reads pixel (h, w), through tap
+// (ki, kj): oh = (h + PH - ki*DH) / SH when that division is exact and lands in the output (ow alike).
+// Backward passes (col2im, pooling) gather with it, one thread per pixel: no atomics, a fixed order.
+template <typename F> __device__ void for_each_window_over(WindowGeometry g, long long h, long long w, F f) {
+    for (long long ki = 0; ki < g.KH; ++ki) {
+        long long oh_scaled = h + g.PH - ki * g.DH;
+        if (oh_scaled < 0 || oh_scaled % g.SH != 0 || oh_scaled / g.SH >= g.OH) continue;
+        for (long long kj = 0; kj < g.KW; ++kj) {
+            long long ow_scaled = w + g.PW - kj * g.DW;
+            if (ow_scaled < 0 || ow_scaled % g.SW != 0 || ow_scaled / g.SW >= g.OW) continue;
+            f(ki, kj, oh_scaled / g.SH, ow_scaled / g.SW);
+        }
+    }
+}
+
 // Block-wide reductions for kernels that give one block a row (softmax, cross-entropy, layer norm) or a
 // channel (batch norm): every thread passes its partial value and every thread gets the block's result.
 // A warp reduces with shuffles, lane 0 of each warp leaves its value in shared memory, and warp 0
