@@ -3,7 +3,10 @@
 Resuming mid-epoch: `loader.state_dict()` holds the generator state from the start of the current epoch
 and the number of batches yielded; after `load_state_dict`, the next `iter(loader)` redraws that epoch's
 order from the saved state, skips the batches already seen (without loading them), and leaves the generator
-as it found it. pin_memory is accepted for PyTorch compatibility; it only means something with CUDA."""
+as it found it. Samplers draw lazily (as PyTorch's do), so for the rest of the resumed epoch the sampler
+draws from the replayed stream and everything else from the generator's own (see _ReplayedIndices); the
+loader's own `generator=` ends the epoch where the uninterrupted one would have.
+pin_memory is accepted for PyTorch compatibility; it only means something with CUDA."""
 
 from __future__ import annotations
 
@@ -201,10 +204,8 @@ class DataLoader:
         skip = resume["batches_yielded"] if resume is not None else 0
         if resume is not None:
             if index_iter is not None:
-                # Skip without loading, then pull one more batch of indices so that a sampler drawing lazily
-                # draws now, from the restored state.
-                index_iter = iter(itertools.islice(index_iter, skip, None))
-                index_iter = itertools.chain(list(itertools.islice(index_iter, 1)), index_iter)
+                index_iter = _ReplayedIndices(index_iter, gen, own=self.generator is not None)
+                index_iter.skip(skip)  # without loading
             gen.set_state(now)
         cursor = self._cursor = {"rng_state": start_state, "batches_yielded": skip}
         if self.num_workers == 0:
@@ -221,6 +222,43 @@ class DataLoader:
             for _ in range(skip):  # an iterable dataset has no sampler: skipping means loading
                 next(it)
         return _Counting(it, cursor)
+
+
+class _ReplayedIndices:
+    """The index iterator of a resumed epoch. The sampler draws lazily, so every pull runs with the generator
+    set to the replayed stream (the saved epoch's, continued) and then put back to the caller's stream: the
+    resumed order is the saved epoch's whatever the generator's state was at load time and however many
+    batches were pulled ahead (workers prefetch), and what else draws from the generator (dropout, random
+    transforms) sees the state it was given. The loader's own generator (`generator=`, used for nothing
+    else) ends the epoch at the replayed stream's state, as it would have without the interruption."""
+
+    def __init__(self, it, gen: Generator, own: bool):
+        self._it = it
+        self._gen = gen
+        self._own = own
+        self._state = gen.get_state()  # the replayed stream, from where the epoch's sampler starts drawing
+
+    def _pull(self, fn):
+        outside = self._gen.get_state()
+        self._gen.set_state(self._state)
+        try:
+            return fn()
+        except StopIteration:
+            if self._own:
+                outside = self._gen.get_state()
+            raise
+        finally:
+            self._state = self._gen.get_state()
+            self._gen.set_state(outside)
+
+    def skip(self, n: int) -> None:
+        self._pull(lambda: next(itertools.islice(self._it, n, n), None))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self._pull(lambda: next(self._it))
 
 
 class _Counting:
