@@ -21,13 +21,15 @@ i0, i0e, i1, i1e = _SM.i0, _SM.i0e, _SM.i1, _SM.i1e
 zeta = _SM.zeta
 
 
-def logsumexp(input, dim, keepdim: bool = False):
+# dim is required (axis=, its NumPy spelling, stands for it); torch names these special_*() in its errors
+def logsumexp(input, dim=_R._UNSET, keepdim: bool = False, **aliases):
+    dim, keepdim = _R._numpy_keywords("special_logsumexp", dim, keepdim, aliases, _R._UNSET)
     return _R.logsumexp(input, dim, keepdim)
 
 
-def softmax(input, dim: int, dtype=None):
-    return _R.softmax(input, dim, dtype=dtype)
+def softmax(input, dim=_R._UNSET, dtype=None, **aliases):
+    return _R.softmax(input, _R._axis_alias("special_softmax", dim, aliases, _R._UNSET), dtype=dtype)
 
 
-def log_softmax(input, dim: int, dtype=None):
-    return _R.log_softmax(input, dim, dtype=dtype)
+def log_softmax(input, dim=_R._UNSET, dtype=None, **aliases):
+    return _R.log_softmax(input, _R._axis_alias("special_log_softmax", dim, aliases, _R._UNSET), dtype=dtype)

@@ -16,6 +16,7 @@ from ..tensor import Tensor, _wrap_array
 from . import creation as C
 from . import elementwise as E
 from . import linalg as L
+from . import reduce as R
 from . import shape as SH
 from . import sort as SO
 
@@ -434,14 +435,19 @@ def _quantile(input: Tensor, q, dim, keepdim: bool, interpolation: str, ignore_n
     return out.squeeze(0) if not isinstance(q, Tensor) or q.ndim == 0 else out
 
 
-def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear") -> Tensor:
+def quantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear",
+             **aliases) -> Tensor:
     """The q-th quantiles along dim (of all values without dim); NaN anywhere in a row gives NaN."""
+    if aliases:
+        dim, keepdim = R._numpy_keywords("quantile", dim, keepdim, aliases)
     return _quantile(input, q, dim, keepdim, interpolation, False)
 
 
-def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *,
-                interpolation: str = "linear") -> Tensor:
+def nanquantile(input: Tensor, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear",
+                **aliases) -> Tensor:
     """quantile ignoring NaN (an all-NaN row gives NaN)."""
+    if aliases:
+        dim, keepdim = R._numpy_keywords("nanquantile", dim, keepdim, aliases)
     return _quantile(input, q, dim, keepdim, interpolation, True)
 
 
@@ -457,8 +463,10 @@ def _lower_nanmedian_index(a: np.ndarray, d: int) -> np.ndarray:
     return np.take_along_axis(order, np.broadcast_to(k, a.shape[:d] + (1,) + a.shape[d + 1:]), axis=d)
 
 
-def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
+def nanmedian(input: Tensor, dim=None, keepdim: bool = False, **aliases):
     """The lower median of the non-NaN values (NaN when a row has none); with dim, (values, indices)."""
+    if aliases:
+        dim, keepdim = R._numpy_keywords("nanmedian", dim, keepdim, aliases)
     kernel = "median_cpu" if dim is None else "median_out"
     bool_error = NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
     if dim is None:
@@ -497,8 +505,10 @@ def _mode_index(rows: np.ndarray) -> np.ndarray:
     return np.where(run == chosen, order, -1).max(axis=1)
 
 
-def mode(input: Tensor, dim: int = -1, keepdim: bool = False):
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False, **aliases):
     """(values, indices): the most frequent value along dim (smallest on ties) and its last position."""
+    if aliases:
+        dim, keepdim = R._numpy_keywords("mode", dim, keepdim, aliases, -1)
     if not input.ndim:
         S.wrap_dim(dim, 0)
         return mode_result(ModeBackward0.apply(input, 0, None), _wrap_array(np.zeros((), np.int64)))

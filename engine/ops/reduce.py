@@ -20,6 +20,41 @@ _add_reduce = np.add.reduce
 _max_reduce = np.maximum.reduce
 
 
+class _Unset:
+    """The default of a dim that an op needs (cumsum, logsumexp...): "not given", told apart from any value,
+    since axis= may stand for it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_UNSET = _Unset()
+
+
+def _numpy_keywords(name: str, dim, keepdim, aliases: dict, unset=None, has_keepdim: bool = True):
+    """(dim, keepdim) with torch's NumPy spellings taken from an op's **aliases: axis= for dim and, where the
+    op has a keepdim, keepdims= for keepdim. As in torch's argument parser, a needed dim (unset=_UNSET) given
+    neither way is named first; then any other keyword, or an alias given with its name (dim by name or by
+    position), is a TypeError naming the first keyword of the call that is no parameter. `unset` is dim's
+    default. Ops call this only when aliases is not empty (or a needed dim is missing), so their common call
+    costs one test of an empty dict."""
+    axis = aliases.get("axis", _UNSET)
+    if dim is _UNSET and axis is _UNSET:
+        raise TypeError(f'{name}() missing 1 required positional arguments: "dim"')
+    kd = aliases.get("keepdims", _UNSET) if has_keepdim else _UNSET
+    if (len(aliases) != (axis is not _UNSET) + (kd is not _UNSET)
+            or (axis is not _UNSET and dim is not unset) or (kd is not _UNSET and keepdim is not False)):
+        raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(aliases))}'")
+    return (dim if axis is _UNSET else axis), (keepdim if kd is _UNSET else kd)
+
+
+def _axis_alias(name: str, dim, aliases: dict, unset=None):
+    """dim for an op without a keepdim (cumsum, softmax, count_nonzero...): axis= only, as _numpy_keywords."""
+    return _numpy_keywords(name, dim, False, aliases, unset, has_keepdim=False)[0]
+
+
 def _axes(x: Tensor, dim):
     """Normalise dim (None, int, tuple/list) to a tuple of axes; () means all for 0-d tensors."""
     nd = len(x._shape)
@@ -91,7 +126,9 @@ class Sum(Function):
 SumBackward0, SumBackward1 = torch_node(Sum, "SumBackward0"), torch_node(Sum, "SumBackward1")  # all / dims
 
 
-def sum(input, dim=None, keepdim=False, *, dtype=None):
+def sum(input, dim=None, keepdim=False, *, dtype=None, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("sum", dim, keepdim, aliases)
     node = SumBackward0 if dim is None else SumBackward1
     return _recordable(node.apply(input, _axes(input, dim), keepdim, _sum_dtype(input, dtype)), input)
 
@@ -128,7 +165,9 @@ def sum_to_size(x: Tensor, shape) -> Tensor:
 SumToSizeBackward1 = torch_node(SumToSize, "SumBackward1")
 
 
-def mean(input, dim=None, keepdim=False, *, dtype=None):
+def mean(input, dim=None, keepdim=False, *, dtype=None, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("mean", dim, keepdim, aliases)
     if not input._dtype.is_floating_point and dtype is None:
         raise RuntimeError(
             f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
@@ -239,21 +278,29 @@ def _var_args(input, dim, unbiased):
     return dim, unbiased
 
 
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("var", dim, keepdim, aliases)
     dim, unbiased = _var_args(input, dim, unbiased)
     return VarBackward0.apply(input, _axes(input, dim), _correction(unbiased, correction), keepdim)
 
 
-def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("std", dim, keepdim, aliases)
     dim, unbiased = _var_args(input, dim, unbiased)
     return StdBackward0.apply(input, _axes(input, dim), _correction(unbiased, correction), keepdim)
 
 
-def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("var_mean", dim, keepdim, aliases)
     return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
-def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("std_mean", dim, keepdim, aliases)
     return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
@@ -303,7 +350,9 @@ class Prod(Function):
 ProdBackward0, ProdBackward1 = torch_node(Prod, "ProdBackward0"), torch_node(Prod, "ProdBackward1")
 
 
-def prod(input, dim=None, keepdim=False, *, dtype=None):
+def prod(input, dim=None, keepdim=False, *, dtype=None, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("prod", dim, keepdim, aliases)
     dt, axes = _sum_dtype(input, dtype), _axes(input, dim)
     # PyTorch casts the input first: prod([1.5, 2.5], dtype=int64) is 2
     x = input.to(dt) if dtype is not None else input
@@ -368,11 +417,15 @@ def _reduce_extreme(node, input, dim, keepdim, is_max, name):
     return node.apply(input, axes, keepdim, is_max)
 
 
-def amax(input, dim=(), keepdim=False):
+def amax(input, dim=(), keepdim=False, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("amax", dim, keepdim, aliases, ())
     return _reduce_extreme(AmaxBackward0, input, dim, keepdim, True, "amax")
 
 
-def amin(input, dim=(), keepdim=False):
+def amin(input, dim=(), keepdim=False, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("amin", dim, keepdim, aliases, ())
     return _reduce_extreme(AminBackward0, input, dim, keepdim, False, "amin")
 
 
@@ -422,7 +475,9 @@ class MaxMinDim(Function):
 MaxBackward0, MinBackward0 = torch_node(MaxMinDim, "MaxBackward0"), torch_node(MaxMinDim, "MinBackward0")
 
 
-def _max_min(input, dim, keepdim, other, is_max):
+def _max_min(input, dim, keepdim, other, is_max, aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("max" if is_max else "min", dim, keepdim, aliases)
     if isinstance(dim, Tensor) and other is None:
         dim, other = None, dim
     if other is not None:
@@ -437,16 +492,18 @@ def _max_min(input, dim, keepdim, other, is_max):
     return values_indices(v, i)
 
 
-def max(input, dim=None, keepdim=False, *, other=None):
-    return _max_min(input, dim, keepdim, other, True)
+def max(input, dim=None, keepdim=False, *, other=None, **aliases):
+    return _max_min(input, dim, keepdim, other, True, aliases)
 
 
-def min(input, dim=None, keepdim=False, *, other=None):
-    return _max_min(input, dim, keepdim, other, False)
+def min(input, dim=None, keepdim=False, *, other=None, **aliases):
+    return _max_min(input, dim, keepdim, other, False, aliases)
 
 
-def _arg(input, dim, keepdim, fn):
+def _arg(input, dim, keepdim, fn, aliases):
     name = fn.__name__
+    if aliases:
+        dim, keepdim = _numpy_keywords(name, dim, keepdim, aliases)
     if input._dtype is D.bool_:
         raise RuntimeError(f"{name}(): does not support bool input")
     a = input._arr
@@ -466,12 +523,12 @@ def _arg(input, dim, keepdim, fn):
     return _wrap_array(np.asarray(r, dtype=np.int64))
 
 
-def argmax(input, dim=None, keepdim=False):
-    return _arg(input, dim, keepdim, np.argmax)
+def argmax(input, dim=None, keepdim=False, **aliases):
+    return _arg(input, dim, keepdim, np.argmax, aliases)
 
 
-def argmin(input, dim=None, keepdim=False):
-    return _arg(input, dim, keepdim, np.argmin)
+def argmin(input, dim=None, keepdim=False, **aliases):
+    return _arg(input, dim, keepdim, np.argmin, aliases)
 
 
 def _squeeze_axes(arr, in_shape, axes, keepdim: bool):
@@ -506,7 +563,9 @@ class Logsumexp(Function):
 LogsumexpBackward0 = torch_node(Logsumexp, "LogsumexpBackward0")
 
 
-def logsumexp(input, dim, keepdim=False):
+def logsumexp(input, dim=_UNSET, keepdim=False, **aliases):
+    if dim is _UNSET or aliases:
+        dim, keepdim = _numpy_keywords("logsumexp", dim, keepdim, aliases, _UNSET)
     return LogsumexpBackward0.apply(input, _axes(input, dim), keepdim)
 
 
@@ -615,12 +674,16 @@ class Nansum(Function):
 NansumBackward0 = torch_node(Nansum, "NansumBackward0")
 
 
-def nansum(input, dim=None, keepdim=False, *, dtype=None):
+def nansum(input, dim=None, keepdim=False, *, dtype=None, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("nansum", dim, keepdim, aliases)
     return NansumBackward0.apply(input, _axes(input, dim), keepdim, _sum_dtype(input, dtype))
 
 
-def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+def nanmean(input, dim=None, keepdim=False, *, dtype=None, **aliases):
     """mean() of the non-NaN elements (NaN where all are NaN)."""
+    if aliases:
+        dim, keepdim = _numpy_keywords("nanmean", dim, keepdim, aliases)
     if not input._dtype.is_floating_point:
         return mean(input, dim, keepdim, dtype=dtype)
     kept = (~input.isnan()).sum(dim, keepdim)
@@ -630,7 +693,9 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
 aminmax_result = namedtuple("aminmax", ["min", "max"])
 
 
-def aminmax(input, *, dim=None, keepdim=False):
+def aminmax(input, *, dim=None, keepdim=False, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("aminmax", dim, keepdim, aliases)
     dims = () if dim is None else dim
     if input.numel() == 0 and dim is None:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has "
@@ -641,22 +706,28 @@ def aminmax(input, *, dim=None, keepdim=False):
     return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
 
 
-def _logical_reduce(np_fn, input, dim, keepdim):
-    """all/any give bool, except on uint8 where PyTorch keeps uint8 (its old mask dtype)."""
-    axes = None if dim is None else _axes(input, dim)
-    r = np_fn(input._arr, axis=axes, keepdims=keepdim and axes is not None)
+def _logical_reduce(np_fn, input, dim, keepdim, aliases):
+    """all/any give bool, except on uint8 where PyTorch keeps uint8 (its old mask dtype). Unlike sum, an empty
+    dim (() or []) reduces nothing, as in torch; keepdim holds without a dim too."""
+    if aliases:
+        dim, keepdim = _numpy_keywords(np_fn.__name__, dim, keepdim, aliases)
+    empty = isinstance(dim, (tuple, list)) and not dim
+    axes = None if dim is None else () if empty else _axes(input, dim)
+    r = np_fn(input._arr, axis=axes, keepdims=keepdim)
     return _wrap_array(np.asarray(r, dtype=np.uint8 if input._dtype is D.uint8 else np.bool_))
 
 
-def all(input, dim=None, keepdim=False):
-    return _logical_reduce(np.all, input, dim, keepdim)
+def all(input, dim=None, keepdim=False, **aliases):
+    return _logical_reduce(np.all, input, dim, keepdim, aliases)
 
 
-def any(input, dim=None, keepdim=False):
-    return _logical_reduce(np.any, input, dim, keepdim)
+def any(input, dim=None, keepdim=False, **aliases):
+    return _logical_reduce(np.any, input, dim, keepdim, aliases)
 
 
-def count_nonzero(input, dim=None):
+def count_nonzero(input, dim=None, **aliases):
+    if aliases:
+        dim = _axis_alias("count_nonzero", dim, aliases)
     return _wrap_array(
         np.asarray(
             np.count_nonzero(input._arr, axis=None if dim is None else _axes(input, dim)), dtype=np.int64
@@ -697,7 +768,9 @@ def _scan_dtype(input, dtype, kernel: str):
     return dt
 
 
-def cumsum(input, dim, *, dtype=None):
+def cumsum(input, dim=_UNSET, *, dtype=None, **aliases):
+    if dim is _UNSET or aliases:
+        dim = _axis_alias("cumsum", dim, aliases, _UNSET)
     d = S.wrap_dim(dim, len(input._shape))
     return _recordable(CumsumBackward0.apply(input, d, _scan_dtype(input, dtype, "cumsum_out_cpu")), input)
 
@@ -822,7 +895,9 @@ class LogCumSumExp(Function):
 LogcumsumexpBackward0 = torch_node(LogCumSumExp, "LogcumsumexpBackward0")
 
 
-def logcumsumexp(input, dim):
+def logcumsumexp(input, dim=_UNSET, **aliases):
+    if dim is _UNSET or aliases:
+        dim = _axis_alias("logcumsumexp", dim, aliases, _UNSET)
     if not input._dtype.is_floating_point:
         raise NotImplementedError(
             f'"logcumsumexp_out_cpu" not implemented for \'{D.scalar_type_name(input._dtype)}\''
@@ -837,18 +912,24 @@ CummaxBackward0 = torch_node(CumExtreme, "CummaxBackward0")
 CumminBackward0 = torch_node(CumExtreme, "CumminBackward0")
 
 
-def cummax(input, dim):
+def cummax(input, dim=_UNSET, **aliases):
+    if dim is _UNSET or aliases:
+        dim = _axis_alias("cummax", dim, aliases, _UNSET)
     d = S.wrap_dim(dim, len(input._shape))
     return cummax_result(*CummaxBackward0.apply(input, d, True))
 
 
-def cummin(input, dim):
+def cummin(input, dim=_UNSET, **aliases):
+    if dim is _UNSET or aliases:
+        dim = _axis_alias("cummin", dim, aliases, _UNSET)
     d = S.wrap_dim(dim, len(input._shape))
     return cummin_result(*CumminBackward0.apply(input, d, False))
 
 
 
-def cumprod(input, dim, *, dtype=None):
+def cumprod(input, dim=_UNSET, *, dtype=None, **aliases):
+    if dim is _UNSET or aliases:
+        dim = _axis_alias("cumprod", dim, aliases, _UNSET)
     d = S.wrap_dim(dim, len(input._shape))
     # integer and bool inputs multiply in int64 like PyTorch; an explicit dtype casts the input first
     dt = _scan_dtype(input, dtype, "cumprod_out_cpu")
@@ -923,7 +1004,9 @@ def _softmax_dim(input, dim):
     return S.wrap_dim(dim, len(input._shape))
 
 
-def softmax(input, dim=None, dtype=None):
+def softmax(input, dim=None, dtype=None, **aliases):
+    if aliases:
+        dim = _axis_alias("softmax", dim, aliases)
     if dtype is not None:
         input = input.to(D.as_dtype(dtype))
     if not input._shape:
@@ -931,7 +1014,9 @@ def softmax(input, dim=None, dtype=None):
     return SoftmaxBackward0.apply(input, _softmax_dim(input, dim))
 
 
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input, dim=None, dtype=None, **aliases):
+    if aliases:
+        dim = _axis_alias("log_softmax", dim, aliases)
     if dtype is not None:
         input = input.to(D.as_dtype(dtype))
     if not input._shape:

@@ -10,7 +10,7 @@ from .. import dtypes as D
 from ..autograd.function import Function
 from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
-from .reduce import values_indices
+from .reduce import _numpy_keywords, values_indices
 
 topk_result = namedtuple("topk", ["values", "indices"])
 sort_result = namedtuple("sort", ["values", "indices"])
@@ -127,7 +127,9 @@ def _select_kth(node, input: Tensor, k: int, d: int, keepdim: bool, nan_wins: bo
     return values_indices(v, _wrap_array(idx if keepdim else np.squeeze(idx, d)))
 
 
-def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False, **aliases):
+    if aliases:
+        dim, keepdim = _numpy_keywords("kthvalue", dim, keepdim, aliases, -1)
     d = S.wrap_dim(dim, input.ndim)
     n = input._shape[d] if input.ndim else 1
     if n == 0:
@@ -159,8 +161,10 @@ EmptyMedianBackward0 = torch_node(MedianOfNothing, "MedianBackward0")
 EmptyNanmedianBackward0 = torch_node(MedianOfNothing, "NanmedianBackward0")
 
 
-def median(input: Tensor, dim=None, keepdim: bool = False):
+def median(input: Tensor, dim=None, keepdim: bool = False, **aliases):
     """Lower median, like PyTorch; NaN anywhere in a row makes its median NaN."""
+    if aliases:
+        dim, keepdim = _numpy_keywords("median", dim, keepdim, aliases)
     if dim is None:
         if input._dtype is D.bool_:
             raise NotImplementedError("\"median_cpu\" not implemented for 'Bool'")

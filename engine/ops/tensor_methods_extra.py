@@ -169,7 +169,8 @@ def float_power_(t: Tensor, exponent) -> Tensor:
 def _scan_(name: str, fn):
     """cumsum_/cumprod_: the scan written back in t's own dtype; dtype=, if given, must be that dtype."""
 
-    def op(t, dim, *, dtype=None):
+    def op(t, dim=R._UNSET, *, dtype=None, **aliases):  # axis=: torch's NumPy spelling of dim
+        dim = R._axis_alias(name + "_", dim, aliases, R._UNSET)
         E._check_inplace(t)  # torch refuses a leaf before looking at dtypes
         if dtype is not None and D.as_dtype(dtype) is not t._dtype:
             raise RuntimeError(f"Bad in-place call: input tensor dtype {D.cpp_type_name(t._dtype)} and "
