@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as D
+from .._memory_format import channels_last
 from ..autograd.function import Function
 from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
@@ -363,6 +364,125 @@ def _check_sizes(input: Tensor, out_size) -> None:
         )
 
 
+# ----------------------------------------------------------------------------- uint8 images
+# torch resamples uint8 images (nearest modes, and bilinear and bicubic on 4-D input, antialiased or not) in
+# integers like Pillow: per dim, weights in double are scaled to int16 with a common precision p, each output
+# is (2^(p-1) + sum of pixel * weight) >> p clamped to 0..255; the last dim first, then the other (each pass
+# rounded to uint8). Nearest is a gather: the float path's indices take any dtype.
+def _u8_filter(cubic: bool, antialias: bool):
+    if not cubic:
+        return lambda x: 1.0 - abs(x) if abs(x) < 1.0 else 0.0
+    a = -0.5 if antialias else -0.75  # Pillow's constant with antialias, OpenCV's (torch's float one) without
+
+    def cubic_filter(x):
+        x = abs(x)
+        if x < 1.0:
+            return ((a + 2) * x - (a + 3)) * x * x + 1
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a if x < 2.0 else 0.0
+
+    return cubic_filter
+
+
+def _u8_window(i: int, n_in: int, s: float, k: int, filt, align_corners: bool):
+    """(first source index, count, weights) of output i without antialias: torch's float taps (clamped at the
+    borders) with the weights of taps clamped to one index added together."""
+    real = s * i if align_corners else s * (i + 0.5) - 0.5
+    if k == 2 and real < 0:
+        real = 0.0
+    index = min(math.floor(np.float32(real)), n_in - 1)  # floorf, as torch's guard_index_and_lambda
+    lam = min(max(real - index, 0.0), 1.0)
+    lo = index - k // 2 + 1
+    start = max(lo, 0)
+    size = min(max(min(index + k // 2 + 1, n_in) - start, 0), k)
+    w, at, peak = [0.0] * k, 0, 0.0
+    for j in range(k):
+        if lo + j <= 0:
+            at = 0
+        elif lo + j >= n_in - 1:
+            at = size - 1
+        w[at] += filt(float(j + 1 - k // 2) - lam)
+        peak = max(peak, w[at])
+        at += 1
+    return start, size, w, peak
+
+
+def _u8_window_aa(i: int, n_in: int, s: float, k: int, filt, support: float):
+    """The same with antialias: Pillow's window of the filter stretched by the scale, normalised."""
+    center, inv = s * (i + 0.5), (1.0 / s if s >= 1.0 else 1.0)
+    start = max(int(center - support + 0.5), 0)
+    size = min(max(min(int(center + support + 0.5), n_in) - start, 0), k)
+    w = [filt((j + start - center + 0.5) * inv) for j in range(size)] + [0.0] * (k - size)
+    total = sum(w[:size])
+    if total == 0.0:
+        return start, size, w, 0.0
+    w = [v / total for v in w[:size]] + w[size:]
+    return start, size, w, max(w[:size])
+
+
+@functools.lru_cache(maxsize=64)
+def _u8_taps(n_in: int, n_out: int, scale, align_corners: bool, cubic: bool, antialias: bool):
+    """(source index per tap (k, n_out), int16 weights as int32 (k, n_out), precision) for one dim."""
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        s = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+    filt, interp = _u8_filter(cubic, antialias), 4 if cubic else 2
+    if antialias:
+        support = interp * 0.5 * s if s >= 1.0 else interp * 0.5
+        k = math.ceil(support) * 2 + 1
+        rows = [_u8_window_aa(i, n_in, s, k, filt, support) for i in range(n_out)]
+    else:
+        k = interp
+        rows = [_u8_window(i, n_in, s, k, filt, align_corners) for i in range(n_out)]
+    peak = max(r[3] for r in rows)
+    for p in range(22):  # the most bits that keep the largest weight within int16
+        if int(0.5 + peak * (1 << (p + 1))) >= 1 << 15:
+            break
+    else:
+        p = 22
+    idx = np.empty((k, n_out), np.int64)
+    wts = np.zeros((k, n_out), np.int64)
+    for o, (start, size, w, _) in enumerate(rows):
+        idx[:, o] = np.minimum(start + np.arange(k), n_in - 1)
+        for j in range(size):
+            v = w[j] * (1 << p)
+            wts[j, o] = int(v - 0.5) if v < 0 else int(v + 0.5)
+    return idx, wts.astype(np.int16).astype(np.int32), p
+
+
+def _resample_uint8(input: Tensor, out_size, scales, mode: str, align_corners: bool,
+                    antialias: bool) -> Tensor:
+    """torch's uint8 bilinear / bicubic (4-D): the width pass, then the height pass, each rounded to uint8."""
+    a = input.cpu()._arr
+    for axis in (3, 2):
+        n_in, n_out = a.shape[axis], out_size[axis - 2]
+        if n_in == n_out:
+            continue
+        idx, wts, p = _u8_taps(n_in, n_out, scales[axis - 2], align_corners, mode == "bicubic", antialias)
+        shape = (-1,) + (1,) * (3 - axis)
+        acc = np.full(a.shape[:axis] + (n_out,) + a.shape[axis + 1:], 1 << (p - 1), np.int32)
+        for j in range(idx.shape[0]):
+            acc += np.take(a, idx[j], axis).astype(np.int32) * wts[j].reshape(shape)
+        a = np.clip(acc >> p, 0, 255).astype(np.uint8)
+    out = _wrap_array(np.array(a, np.uint8))  # a copy when no dim changed, as torch's
+    return out.to(input.device) if input.is_cuda else out
+
+
+def _int_kernel(input: Tensor, out_size, mode: str, antialias: bool) -> str:
+    """The CPU kernel whose dtype dispatch refuses an integer input in torch (named in its error): the
+    channels-last kernels where torch picks them (its single-thread special case aside)."""
+    dims = input.ndim - 2
+    last = dims == 2 and input.is_contiguous(memory_format=channels_last)
+    if mode == "area":
+        return "adaptive_avg_pool3d_cpu" if dims == 3 else f"adaptive_avg_pool2d{'_channels_last' * last}"
+    if antialias:
+        return "compute_index_ranges_weights"
+    kind = "cubic" if mode == "bicubic" else "nearest" if mode.startswith("nearest") else "linear"
+    if dims == 2 and kind != "cubic" and (last and input._shape[1] > 3 or out_size[0] + out_size[1] <= 128):
+        return f"upsample_{'nearest' if kind == 'nearest' else 'bilinear'}2d_channels_last"
+    return f"compute_indices_weights_{kind}"
+
+
 def interpolate(
     input: Tensor,
     size=None,
@@ -416,15 +536,18 @@ def interpolate(
             f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for the modes: "
             f"{_ALL_MODES} (got {mode})"
         )
+    if mode != "area":
+        _check_sizes(input, out_size)
+    if not input._dtype.is_floating_point and (input._dtype is not D.uint8 or mode in ("area", "linear",
+                                                                                     "trilinear")):
+        kernel = _int_kernel(input, out_size, mode, antialias)
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.scalar_type_name(input._dtype)}'")
+    if input._dtype is D.uint8 and mode.startswith("bi"):
+        return _resample_uint8(input, out_size, scales, mode, bool(align_corners), antialias)
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported by the engine")
-    if not input._dtype.is_floating_point:
-        kind = "cubic" if mode == "bicubic" else "nearest" if mode.startswith("nearest") else "linear"
-        kernel = "adaptive_avg_pool2d" if mode == "area" else f"compute_indices_weights_{kind}"
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{D.scalar_type_name(input._dtype)}'")
     if mode == "area":
         return _area(input, out_size)
-    _check_sizes(input, out_size)
     return _resample(input, out_size, scales, mode, bool(align_corners))
 
 

@@ -358,10 +358,18 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     return _finish(arr, device, requires_grad)
 
 
-def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+def _check_spaced(dt: D.dtype, steps: int, kernel: str) -> None:
+    """linspace's and logspace's checks. torch fills 0 or 1 steps without its kernel, which has no bool loop
+    (more steps raise)."""
     if int(steps) < 0:
         raise RuntimeError("number of steps must be non-negative")
+    if dt is D.bool_ and int(steps) > 1:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     dt = _dt(dtype)
+    _check_spaced(dt, steps, "linspace_cpu")
     if dt.is_floating_point or int(steps) < 2:
         arr = np.linspace(start, end, int(steps), dtype=np.float64).astype(dt.np)
         return _finish(arr, device, requires_grad)
@@ -377,6 +385,7 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=F
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad=False):
     dt = _dt(dtype)
+    _check_spaced(dt, steps, "logspace_cpu")
     arr = np.logspace(start, end, int(steps), base=base, dtype=np.float64).astype(dt.np)
     return _finish(arr, device, requires_grad)
 

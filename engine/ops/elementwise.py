@@ -176,6 +176,40 @@ class Sub(Function):
         return g, (-g if ctx.alpha == 1 else g * (-ctx.alpha))
 
 
+# torch records an op with a Python number operand (its Scalar overloads) with the tensor's edge only
+def _scalar_second(cls):
+    """cls recorded for f(tensor, number)."""
+    return type(cls.__name__ + "Scalar", (cls,), {"_edges": 1})
+
+
+def _scalar_first(cls, backward=None):
+    """cls recorded for f(number, tensor): applied to (tensor, number, settings...), its forward gets the
+    operands back in their order; `backward`, when given, returns the tensor's gradient alone."""
+    def forward(ctx, b, a, *settings):
+        return cls.forward(ctx, a, b, *settings)
+
+    body = {"_edges": 1, "forward": staticmethod(forward)}
+    if backward is not None:
+        body["backward"] = staticmethod(backward)
+    return type(cls.__name__ + "OfScalar", (cls,), body)
+
+
+def _rsub_grad(ctx, g):
+    return (-g if ctx.alpha == 1 else g * (-ctx.alpha)),
+
+
+# rsub(input, other) = other - alpha * input: `2 - x` (RsubBackward1), and for two tensors input's edge first
+_RsubScalar = _scalar_first(Sub, _rsub_grad)
+
+
+class _Rsub(_RsubScalar):
+    _edges = 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return _rsub_grad(ctx, g)[0], g
+
+
 def _is_bool(x) -> bool:
     return x._dtype is D.bool_ if _is_t(x) else isinstance(x, (bool, np.bool_))
 
@@ -321,18 +355,19 @@ class Pow(Function):
             else:  # 0 where the exponent is 0, as torch (not 0 * 0 ** -1 = nan)
                 e = b.to(g._dtype) if b._dtype is D.bool_ else b  # a bool exponent has no b - 1
                 ga = where(b == 0, 0.0, g * e * a ** (e - 1))
-        if ctx.needs_input_grad[1]:
-            base = a if a is not None else ctx.sa
-            if a is None:
-                if base == 0:  # torch: 0 where the exponent is >= 0, else 0 ** b * log 0 (inf * -inf)
-                    gb = g * where(b >= 0, 0.0, (base**b) * -math.inf)
-                else:
-                    gb = g * (base**b) * (math.log(base) if base > 0 else math.nan)
-            else:
-                res = a**b
-                mask = (a == 0) & (b >= 0)
-                gb = where(mask, 0.0, g * res * a.log())
+        if ctx.needs_input_grad[1:2] == (True,):  # (a number exponent has no edge)
+            res = a**b
+            mask = (a == 0) & (b >= 0)
+            gb = where(mask, 0.0, g * res * a.log())
         return ga, gb
+
+
+def _pow_scalar_base_grad(ctx, g):
+    """The exponent's gradient of number ** tensor."""
+    b, base = ctx.saved_tensors[1], ctx.sa
+    if base == 0:  # torch: 0 where the exponent is >= 0, else 0 ** b * log 0 (inf * -inf)
+        return (g * where(b >= 0, 0.0, (base**b) * -math.inf),)
+    return (g * (base**b) * (math.log(base) if base > 0 else math.nan),)
 
 
 def _int_pow_negative(A, B):
@@ -347,13 +382,13 @@ def _int_pow_negative(A, B):
 
 # the classes of the graph nodes, named like torch's (type(t.grad_fn).__name__); one Function may be several
 AddBackward0, SubBackward0 = torch_node(Add, "AddBackward0"), torch_node(Sub, "SubBackward0")
-RsubBackward0 = torch_node(Sub, "RsubBackward0")  # rsub(tensor, tensor)
-RsubBackward1 = torch_node(Sub, "RsubBackward1")  # scalar - tensor
+RsubBackward0 = torch_node(_Rsub, "RsubBackward0")  # rsub(tensor, tensor)
+RsubBackward1 = torch_node(_RsubScalar, "RsubBackward1")  # rsub(tensor, number): `2 - x`
 MulBackward0 = torch_node(Mul, "MulBackward0")
 DivBackward0, DivBackward2 = torch_node(Div, "DivBackward0"), torch_node(Div, "DivBackward2")  # 2: rounded
-PowBackward0 = torch_node(Pow, "PowBackward0")  # tensor ** scalar
+PowBackward0 = torch_node(_scalar_second(Pow), "PowBackward0")  # tensor ** scalar
 PowBackward1 = torch_node(Pow, "PowBackward1")  # tensor ** tensor
-PowBackward2 = torch_node(Pow, "PowBackward2")  # scalar ** tensor
+PowBackward2 = torch_node(_scalar_first(Pow, _pow_scalar_base_grad), "PowBackward2")  # scalar ** tensor
 
 
 class Maximum(Function):
@@ -564,15 +599,21 @@ def sub(input, other, *, alpha=1, out=None):
         r = _plain_pair(SubBackward0, np.subtract, input, other, _SAVES_NOTHING)
         if r is not None:
             return r
-    # `2 - x` arrives here as sub(2, x) (Tensor.__rsub__): torch's RsubBackward1
-    return _maybe_out((SubBackward0 if _is_t(input) else RsubBackward1).apply(input, other, alpha), out)
+    # sub(2, x) is torch's SubBackward0 too (edges: none for the number); `2 - x` is rsub (Tensor.__rsub__)
+    return _maybe_out(SubBackward0.apply(input, other, alpha), out)
 
 
 subtract = sub
 
 
 def rsub(input, other, *, alpha=1):
-    return (RsubBackward0 if _is_t(other) else RsubBackward1).apply(other, input, alpha)
+    if not _is_t(input):
+        raise TypeError(
+            f"rsub() received an invalid combination of arguments - got ({type(input).__name__}, "
+            f"{'Tensor' if _is_t(other) else type(other).__name__}), but expected one of:\n"
+            " * (Tensor input, Tensor other, *, Number alpha = 1)\n"
+            " * (Tensor input, Number other, Number alpha = 1)\n")
+    return (RsubBackward0 if _is_t(other) else RsubBackward1).apply(input, other, alpha)
 
 
 def mul(input, other, *, out=None):
@@ -608,9 +649,15 @@ class FloorDivide(Div):
 
 
 FloorDivideNotImplemented = torch_node(FloorDivide, "NotImplemented")
+_FLOOR_DIVIDE_SCALAR = torch_node(_scalar_second(FloorDivide), "NotImplemented")
+_FLOOR_DIVIDE_OF_SCALAR = torch_node(_scalar_first(FloorDivide), "NotImplemented")  # `2 // x`
 
 
 def floor_divide(input, other):
+    if not _is_t(other):
+        return _FLOOR_DIVIDE_SCALAR.apply(input, other, "floor")
+    if not _is_t(input):
+        return _FLOOR_DIVIDE_OF_SCALAR.apply(other, input, "floor")
     return FloorDivideNotImplemented.apply(input, other, "floor")
 
 
@@ -620,6 +667,7 @@ class Remainder(Function):
 
     _raw = True
     _elementwise = 2
+    _edges = 2  # the two operands (not the mode), as torch's node
 
     @staticmethod
     def forward(ctx, a, b, truncate):
@@ -643,17 +691,26 @@ class Remainder(Function):
 
     @staticmethod
     def backward(ctx, g):
-        gb = -g * _wrap_array(ctx.q) if ctx.needs_input_grad[1] else None
+        gb = -g * _wrap_array(ctx.q) if ctx.needs_input_grad[1:2] == (True,) else None
         return g, gb, None
 
 
-RemainderBackward0 = torch_node(Remainder, "RemainderBackward0")  # scalar divisor
+def _no_remainder_derivative(ctx, g):
+    raise RuntimeError("derivative for aten::remainder is not implemented")
+
+
+_RemainderScalar = _scalar_second(Remainder)
+RemainderBackward0 = torch_node(_RemainderScalar, "RemainderBackward0")  # scalar divisor
 RemainderBackward1 = torch_node(Remainder, "RemainderBackward1")
-FmodBackward0 = torch_node(Remainder, "FmodBackward0")
+FmodBackward0 = torch_node(_RemainderScalar, "FmodBackward0")
 FmodBackward1 = torch_node(Remainder, "FmodBackward1")
+# `2 % x`: torch has no derivative for a number dividend
+_REMAINDER_OF_SCALAR = torch_node(_scalar_first(Remainder, _no_remainder_derivative), "NotImplemented")
 
 
 def remainder(input, other):
+    if not _is_t(input):
+        return _REMAINDER_OF_SCALAR.apply(other, input, False)
     return (RemainderBackward1 if _is_t(other) else RemainderBackward0).apply(input, other, False)
 
 
@@ -663,7 +720,7 @@ def fmod(input, other):
 
 def pow(input, exponent):
     if _is_t(exponent):
-        return (PowBackward1 if _is_t(input) else PowBackward2).apply(input, exponent)
+        return PowBackward1.apply(input, exponent) if _is_t(input) else PowBackward2.apply(exponent, input)
     return PowBackward0.apply(input, exponent)
 
 
@@ -840,6 +897,8 @@ def _relu_np(a, out=None):
     if zero is None:
         if dt.kind != "f":
             return np.maximum(a, 0).astype(dt, copy=False)
+        if dt.itemsize == 2:  # NumPy's half maximum keeps its first operand on a tie: x first keeps -0.0
+            return np.maximum(a, dt.type(0), out=out)
         zero = _FLOAT_ZEROS[dt] = dt.type(0)
     n = a.size
     if n < 2048:  # small: one call (the chunked loop below is for large arrays)
@@ -1192,6 +1251,7 @@ class ToCopy(Function):
     (torch's preserve_format: x.t().double() is transposed too)."""
 
     _raw = True
+    _edges = 1
 
     @staticmethod
     def forward(ctx, x, dtype, device, non_blocking=False):

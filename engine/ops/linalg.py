@@ -131,8 +131,20 @@ def _check_bmm(input: Tensor, mat2: Tensor) -> None:
         )
 
 
+def _check_bmm_dtypes(a: Tensor, b: Tensor) -> None:
+    """torch's bmm kernel: no bool loop, and one dtype for both operands (autocast casts them first)."""
+    if _amp_state.any:
+        return
+    if a._dtype is D.bool_:
+        raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
+    if a._dtype is not b._dtype:
+        raise RuntimeError(f"expected scalar type {D.scalar_type_name(a._dtype)} but found "
+                           f"{D.scalar_type_name(b._dtype)}")
+
+
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     _check_bmm(input, mat2)
+    _check_bmm_dtypes(input, mat2)
     return _MATMUL_NODES["BmmBackward0"].apply(*_prepare(input, mat2))
 
 
@@ -224,56 +236,265 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return _addmm(BaddbmmBackward0, input, batch1, batch2, beta, alpha, _check_bmm)
 
 
-def einsum(equation: str, *operands):
-    """Einsum by reduction to broadcast multiply + sum (differentiable through those ops)."""
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    eq = equation.replace(" ", "")
-    if "->" in eq:
-        lhs, out = eq.split("->")
-    else:
-        lhs = eq
-        letters = [c for c in lhs.replace(",", "")]
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    ins = lhs.split(",")
-    if len(ins) != len(operands):
+# ----------------------------------------------------------------------------- einsum
+# torch.einsum step for step (torch/functional.py's wrapper, ATen's Linear.cpp): the same parse and errors,
+# the same diagonal / unsqueeze / permute alignment, contraction left to right through the same bmm, sum and
+# view nodes, so values, dtypes (a sum promotes integers), grad_fn names and strides come out as torch's.
+_LETTERS = 26
+_ELLIPSIS = 2 * _LETTERS  # the code of "..." among the labels 0..51 (A-Z, then a-z)
+
+
+def _label_code(c: str) -> int:
+    return ord(c) - 65 if c <= "Z" else ord(c) - 97 + _LETTERS
+
+
+def _code_label(s: int) -> str:
+    return chr(65 + s) if s < _LETTERS else chr(97 + s - _LETTERS)
+
+
+def _is_label(c: str) -> bool:
+    return "a" <= c <= "z" or "A" <= c <= "Z"
+
+
+def _invalid_subscript(index: int):
+    raise RuntimeError(f"einsum(): invalid subscript given at index {index} in the equation string, "
+                       "subscripts must be in [a-zA-Z]")
+
+
+def _is_ellipsis(text: str, i: int) -> bool:
+    return i + 2 < len(text) and text[i + 1] == "." and text[i + 2] == "."
+
+
+def _sublist_label(n) -> str:
+    if n == Ellipsis:
+        return "..."
+    if n >= 0 and n < _LETTERS:  # (torch's comparisons, so a non-int raises its TypeError)
+        return chr(65 + n)
+    if n >= _LETTERS and n < 2 * _LETTERS:
+        return chr(97 + n - _LETTERS)
+    raise ValueError("einsum(): subscript in subscript list is not within the valid range [0, 52)")
+
+
+def _einsum_parse_inputs(lhs: str, num_ops: int) -> list:
+    """Each operand's label codes (_ELLIPSIS for "..."), with torch's errors in torch's order."""
+    labels = [[] for _ in range(num_ops)]
+    cur, ell, i = 0, False, 0
+    while i < len(lhs):
+        c = lhs[i]
+        if c == ".":
+            if ell:
+                raise RuntimeError(f"einsum(): found '.' for operand {cur} for which an ellipsis was already "
+                                   "found")
+            if not _is_ellipsis(lhs, i):
+                raise RuntimeError(f"einsum(): found '.' for operand {cur} that is not part of any ellipsis")
+            labels[cur].append(_ELLIPSIS)
+            ell, i = True, i + 2
+        elif c == ",":
+            cur += 1
+            if cur >= num_ops:
+                raise RuntimeError("einsum(): fewer operands were provided than specified in the equation")
+            ell = False
+        elif c != " ":
+            if not _is_label(c):
+                _invalid_subscript(i)
+            labels[cur].append(_label_code(c))
+        i += 1
+    if cur != num_ops - 1:
         raise RuntimeError("einsum(): more operands were provided than specified in the equation")
-    if "." in eq:
-        raise RuntimeError("einsum(): ellipsis is not supported here")
-    all_letters = []
-    for s in ins + [out]:
-        for c in s:
-            if c not in all_letters:
-                all_letters.append(c)
-    sizes = {}
-    aligned = []
-    for spec, t in zip(ins, operands):
-        if len(spec) != t.ndim:
+    return labels
+
+
+def _einsum_count(operands, op_labels) -> tuple[list, int]:
+    """How many operands name each label, and the most dims any ellipsis covers."""
+    count, ell_dims = [0] * _ELLIPSIS, 0
+    for i, (op, labels) in enumerate(zip(operands, op_labels)):
+        ndim, n, has_ell = op.ndim, len(labels), False
+        for s in labels:
+            if s == _ELLIPSIS:
+                n, has_ell = n - 1, True
+                ell_dims = max(ell_dims, ndim - n)
+            else:
+                count[s] += 1
+        if (n > ndim) if has_ell else (n != ndim):
             raise RuntimeError(
-                f"einsum(): the number of subscripts in the equation ({len(spec)}) does not match "
-                f"the number of dimensions ({t.ndim}) for operand"
-            )
-        # repeated letters in one operand: take the diagonal
-        while len(set(spec)) != len(spec):
-            for c in spec:
-                if spec.count(c) > 1:
-                    i = spec.index(c)
-                    j = spec.index(c, i + 1)
-                    t = t.diagonal(0, i, j)
-                    spec = spec[:i] + spec[i + 1 : j] + spec[j + 1 :] + c
-                    break
-        for c, n in zip(spec, t._shape):
-            sizes[c] = max(sizes.get(c, 1), n)
-        perm = [spec.index(c) for c in all_letters if c in spec]
-        t = t.permute(perm) if perm else t
-        shape = [
-            t._shape[[c for c in all_letters if c in spec].index(c)] if c in spec else 1 for c in all_letters
-        ]
-        aligned.append(t.reshape(shape))
-    prod = aligned[0]
-    for t in aligned[1:]:
-        prod = prod * t
-    red = tuple(i for i, c in enumerate(all_letters) if c not in out)
-    r = prod.sum(dim=red) if red else prod
-    kept = [c for c in all_letters if c in out]
-    return r.permute([kept.index(c) for c in out]) if out else r
+                f"einsum(): the number of subscripts in the equation ({n}) "
+                f"{'is more than' if has_ell else 'does not match'} the number of dimensions ({ndim}) for "
+                f"operand {i}{'' if has_ell else ' and no ellipsis was given'}")
+    return count, ell_dims
+
+
+def _einsum_layout(equation: str, arrow: int, count: list, ell_dims: int) -> tuple[list, int, int, int]:
+    """(the aligned position of each label, where the ellipsis dims start, how many dims the output has, how
+    many the aligned operands have): output dims first (the ellipsis, then the labels), summed ones last."""
+    perm_of = [-1] * _ELLIPSIS
+    ell_index, ell_out = 0, arrow < 0
+    if arrow < 0:  # implicit output: the ellipsis, then the labels named once, in label order
+        n = ell_dims
+        for s in range(_ELLIPSIS):
+            if count[s] == 1:
+                perm_of[s], n = n, n + 1
+    else:
+        rhs, n, i = equation[arrow + 2:], 0, 0
+        while i < len(rhs):
+            c = rhs[i]
+            if c == ".":
+                if ell_out:
+                    raise RuntimeError("einsum(): found '.' for output but an ellipsis (...) was already "
+                                       "found")
+                if not _is_ellipsis(rhs, i):
+                    raise RuntimeError("einsum(): found '.' for output that is not part of any ellipsis "
+                                       "(...)")
+                ell_index, n, ell_out, i = n, n + ell_dims, True, i + 2
+            elif c != " ":
+                if not _is_label(c):
+                    _invalid_subscript(arrow + 2 + i)
+                s = _label_code(c)
+                if count[s] == 0 or perm_of[s] != -1:
+                    why = "appears more than once in the output" if perm_of[s] != -1 else \
+                        "does not appear in the equation for any input operand"
+                    raise RuntimeError(f"einsum(): output subscript {c} {why}")
+                perm_of[s], n = n, n + 1
+            i += 1
+    out_dims = n
+    if not ell_out:
+        ell_index, n = n, n + ell_dims
+    for s in range(_ELLIPSIS):
+        if count[s] and perm_of[s] == -1:
+            perm_of[s], n = n, n + 1
+    return perm_of, ell_index, out_dims, n
+
+
+def _einsum_size_error(i: int, dim: int, size: int, seen: int, label: int | None) -> RuntimeError:
+    """torch's error for an operand's dim that does not broadcast with the size seen before (label None: the
+    ellipsis; torch's message then lacks a space after the operand)."""
+    if label is None:
+        return RuntimeError(f"einsum(): dimension {dim} covered by ellipsis in operand {i}has size {size} "
+                            "which does not broadcast with previously seen ellipsis with size "
+                            f"{seen} for the respective dimension")
+    return RuntimeError(f"einsum(): subscript {_code_label(label)} has size {size} for operand {i} which "
+                        f"does not broadcast with previously seen size {seen}")
+
+
+def _einsum_align(operands, op_labels, perm_of, ell_index, ell_dims, n):
+    """Each operand with its repeated labels' diagonals taken, a size-1 dim for each label it lacks, permuted
+    to the common order; and per aligned dim, how many operands have it larger than 1."""
+    sizes, dim_counts, aligned = [1] * n, [0] * n, []  # per aligned dim: the size seen (not 1), operands
+    for i, (op, labels) in enumerate(zip(operands, op_labels)):
+        perm, dim = [-1] * n, 0
+        covered = op.ndim - (len(labels) - 1)  # dims the ellipsis covers in this operand
+        for s in labels:
+            if s != _ELLIPSIS and perm[perm_of[s]] != -1:  # a label repeated within the operand: a diagonal
+                prev = perm[perm_of[s]]
+                if op._shape[dim] != op._shape[prev]:
+                    raise RuntimeError(
+                        f"einsum(): subscript {_code_label(s)} is repeated for operand {i} but the sizes "
+                        f"don't match, {op._shape[dim]} != {op._shape[prev]}")
+                op = op.diagonal(0, prev, dim).movedim(-1, prev)
+                continue
+            targets = range(ell_index + ell_dims - covered, ell_index + ell_dims) if s == _ELLIPSIS else \
+                (perm_of[s],)
+            for k in targets:
+                size = op._shape[dim]
+                if size != 1:
+                    if sizes[k] != 1 and sizes[k] != size:
+                        raise _einsum_size_error(i, dim, size, sizes[k], None if s == _ELLIPSIS else s)
+                    sizes[k] = size
+                    dim_counts[k] += 1
+                perm[k], dim = dim, dim + 1
+        for k in range(n):
+            if perm[k] == -1:
+                op = op.unsqueeze(dim)
+                perm[k], dim = dim, dim + 1
+        aligned.append(op.permute(perm))
+    return aligned, dim_counts
+
+
+def _sumproduct_pair(left: Tensor, right: Tensor, sum_dims: list) -> Tensor:
+    """(left * right).sum(sum_dims, keepdim=True) for aligned operands: a bmm of permuted, flattened views."""
+    if not sum_dims:
+        return left * right
+    lro, lo, ro = [], [], []
+    lro_size = lo_size = ro_size = sum_size = 1
+    for i in range(left.ndim):
+        sl, sr = left._shape[i] != 1, right._shape[i] != 1
+        if i in sum_dims:
+            if sl and sr:
+                sum_size *= left._shape[i]
+            elif sl:
+                left = left.sum(i, True)
+            elif sr:
+                right = right.sum(i, True)
+        elif sl and sr:
+            lro.append(i)
+            lro_size *= left._shape[i]
+        elif sl:
+            lo.append(i)
+            lo_size *= left._shape[i]
+        else:
+            ro.append(i)
+            ro_size *= right._shape[i]
+    out_size = [left._shape[d] for d in lro + lo] + [1] * len(sum_dims) + [right._shape[d] for d in ro]
+    order = lro + lo + sum_dims + ro
+    operm = [0] * len(order)
+    for k, d in enumerate(order):
+        operm[d] = k
+    left = left.permute(order).reshape(lro_size, lo_size, sum_size)
+    right = right.permute(lro + sum_dims + ro + lo).reshape(lro_size, sum_size, ro_size)
+    return bmm(left, right).view(out_size).permute(operm)
+
+
+def einsum(*args):
+    """torch.einsum: an equation and operands (or one list of them), or the sublist form
+    einsum(a, [0, 1], b, [1, 2], [0, 2]); "..." broadcasts, a repeated label takes a diagonal."""
+    if len(args) < 2:
+        raise ValueError("einsum(): must specify the equation string and at least one operand, or at least "
+                         "one operand and its subscripts list")
+    if isinstance(args[0], Tensor):  # sublist form: operand, labels, operand, labels, ..., [output labels]
+        equation = ",".join("".join(_sublist_label(s) for s in sub) for sub in args[1::2])
+        if len(args) % 2 == 1:
+            equation += "->" + "".join(_sublist_label(s) for s in args[-1])
+            operands = args[:-1:2]
+        else:
+            operands = args[::2]
+    else:
+        equation, operands = args[0], args[1:]
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        return einsum(equation, *operands[0])
+    if not isinstance(equation, str):
+        raise TypeError("einsum(): argument 'equation' (position 1) must be str, not "
+                        f"{type(equation).__name__}")
+    for i, op in enumerate(operands):
+        if not isinstance(op, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 1, but got {type(op).__name__}")
+    arrow = equation.find("->")
+    op_labels = _einsum_parse_inputs(equation if arrow < 0 else equation[:arrow], len(operands))
+    count, ell_dims = _einsum_count(operands, op_labels)
+    perm_of, ell_index, out_dims, n = _einsum_layout(equation, arrow, count, ell_dims)
+    ops, dim_counts = _einsum_align(operands, op_labels, perm_of, ell_index, ell_dims, n)
+    while len(ops) > 1:  # contract left to right; a dim is summed once no later operand has it
+        a, b = ops[0], ops[1]
+        sum_dims, a_sum, b_sum = [], [], []
+        for d in range(out_dims, n):
+            if a._shape[d] != 1 and b._shape[d] != 1:
+                dim_counts[d] -= 1
+                if dim_counts[d] == 1:
+                    sum_dims.append(d)
+                    dim_counts[d] = 0
+            elif dim_counts[d] == 1:
+                if a._shape[d] != 1:
+                    a_sum.append(d)
+                    dim_counts[d] = 0
+                elif b._shape[d] != 1:
+                    b_sum.append(d)
+                    dim_counts[d] = 0
+        if a_sum:
+            a = a.sum(a_sum, True)
+        if b_sum:
+            b = b.sum(b_sum, True)
+        ops[:2] = [_sumproduct_pair(a, b, sum_dims)]
+    result = ops[0]
+    if n == out_dims:
+        return result
+    if len(operands) > 1:  # the summed dims are all size 1 by now
+        return result.view(list(result._shape[:out_dims]))
+    return result.sum(list(range(out_dims, n)))

@@ -170,9 +170,10 @@ METHODS = {
     # random in-place
     "uniform_": C.uniform_, "normal_": C.normal_, "random_": C.random_, "bernoulli_": C.bernoulli_,
     "exponential_": C.exponential_, "bernoulli": C.bernoulli, "multinomial": C.multinomial,
-    # operators
-    "__add__": E.add, "__radd__": _rev(E.add), "__sub__": E.sub, "__rsub__": _rev(E.sub),
-    "__mul__": E.mul, "__rmul__": _rev(E.mul), "__truediv__": E.div, "__rtruediv__": _rdiv,
+    # operators; torch's reflected + and * are self.add(other) and self.mul(other) (the tensor's edge first),
+    # its reflected - is rsub(self, other)
+    "__add__": E.add, "__radd__": E.add, "__sub__": E.sub, "__rsub__": E.rsub,
+    "__mul__": E.mul, "__rmul__": E.mul, "__truediv__": E.div, "__rtruediv__": _rdiv,
     "__floordiv__": E.floor_divide, "__rfloordiv__": _rev(E.floor_divide), "__mod__": E.remainder,
     "__rmod__": _rev(E.remainder), "__pow__": E.pow, "__rpow__": _pow_rev, "__matmul__": L.matmul,
     "__rmatmul__": _rev(L.matmul), "__neg__": E.neg, "__pos__": lambda self: self, "__abs__": E.abs,

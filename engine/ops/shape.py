@@ -175,12 +175,35 @@ class Roll(Function):
 RollBackward0 = torch_node(Roll, "RollBackward0")
 
 
+def _roll_ints(value, name: str, position: int) -> tuple:
+    """roll's int-list argument as torch parses it: an int or a sequence of ints (0-d tensors, no bools)."""
+    def int_like(v):
+        return hasattr(v, "__index__") and not isinstance(v, (bool, np.bool_))
+
+    if isinstance(value, (tuple, list)):
+        for k, v in enumerate(value):
+            if not int_like(v):
+                raise TypeError(f"roll(): argument '{name}' (position {position}) must be tuple of ints, but "
+                                f"found element of type {type(v).__name__} at pos {k}")
+        return tuple(v.__index__() for v in value)
+    if not int_like(value):
+        raise TypeError(f"roll(): argument '{name}' (position {position}) must be tuple of ints, not "
+                        f"{type(value).__name__}")
+    return (value.__index__(),)
+
+
 def roll(input, shifts, dims=None):
-    if dims is None:  # rolls the flattened tensor, shape kept
-        return RollBackward0.apply(input, shifts if isinstance(shifts, int) else tuple(shifts)[0], None)
-    shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else shifts
-    dims = tuple(dims) if isinstance(dims, (tuple, list)) else dims
-    return RollBackward0.apply(input, shifts, dims)
+    shifts = _roll_ints(shifts, "shifts", 2)
+    dims = () if dims is None else _roll_ints(dims, "dims", 3)
+    if not shifts:
+        raise RuntimeError("`shifts` required")
+    if not dims and len(shifts) == 1:  # rolls the flattened tensor, shape kept
+        return RollBackward0.apply(input, shifts[0], None)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    if not input.ndim:
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
+    return RollBackward0.apply(input, shifts, S.wrap_dims_unchecked(dims, input.ndim))
 
 
 class Repeat(Function):
