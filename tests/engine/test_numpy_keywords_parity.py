@@ -195,17 +195,39 @@ def test_engine_refuses_what_torch_refuses(pair):
         call(engine, form, name, engine.tensor(_data("float64")), pre, PROBES[alias])
 
 
-@pytest.mark.parametrize("pair", [p for p in ACCEPTED if p[0] == "function" and p[3] == "axis"], ids=_id)
+def _empty_like(T, result):
+    if isinstance(result, tuple):
+        return tuple(T.empty(0, dtype=r.dtype) for r in result)
+    return T.empty(0, dtype=result.dtype)
+
+
+def _takes_out(T, form, name, pre) -> bool:
+    x = T.tensor(_data("float64"))
+    out = _empty_like(T, call(T, form, name, x, pre, {"dim": 1}))
+    try:
+        call(T, form, name, x, pre, {"dim": 1, "out": out})
+    except TypeError:
+        return False
+    return True
+
+
+_AXIS_FUNCTIONS = [p for p in ACCEPTED if p[0] == "function" and p[3] == "axis"]
+_WITH_OUT = [p for p in _AXIS_FUNCTIONS if _takes_out(torch, *p[:3]) and _takes_out(engine, *p[:3])]
+# torch takes out= (with dim=) on these, the engine does not yet: a gap of its own, not an alias matter
+_NO_OUT_YET = {"nansum", "nanmean", "amax", "amin", "aminmax", "argmin", "all", "any", "median", "nanmedian",
+               "mode", "cumprod", "cummax", "cummin", "logcumsumexp", "softmax", "log_softmax", "kthvalue",
+               "quantile", "nanquantile"}
+
+
+def test_the_functions_without_out_are_the_known_ones():
+    missing = {p[1] for p in _AXIS_FUNCTIONS if _takes_out(torch, *p[:3]) and not _takes_out(engine, *p[:3])}
+    assert missing == _NO_OUT_YET, "update _NO_OUT_YET (and the out= test covers the new ones)"
+
+
+@pytest.mark.parametrize("pair", _WITH_OUT, ids=_id)
 def test_alias_with_out(pair):
-    """out= where torch's function takes it: written like torch, with the alias."""
+    """out= where torch's function and the engine's take it: written like torch, with the alias."""
     form, name, pre, _ = pair
-    for T in (torch, engine):
-        x = T.tensor(_data("float64"))
-        out = _empty_like(T, call(T, form, name, x, pre, {"dim": 1}))
-        try:  # out= with dim=: the engine has it for fewer functions than torch (not an alias matter)
-            call(T, form, name, x, pre, {"dim": 1, "out": out})
-        except TypeError:
-            pytest.skip(f"{T.__name__}.{name} has no out=")
 
     def with_out(T, a):
         out = _empty_like(T, call(T, form, name, a, pre, {"axis": 1}))
@@ -213,12 +235,6 @@ def test_alias_with_out(pair):
         return returned, out
 
     check(with_out, _data("float64"))
-
-
-def _empty_like(T, result):
-    if isinstance(result, tuple):
-        return tuple(T.empty(0, dtype=r.dtype) for r in result)
-    return T.empty(0, dtype=result.dtype)
 
 
 # ------------------------------------------------------------------------------------ both spellings at once
