@@ -108,33 +108,18 @@ def _compile(cu_path: Path) -> Path:
     return target
 
 
-class EmulatedModule:
-    """A .cu kernel file compiled for the CPU; `launch` runs one kernel over a whole grid."""
+class _KernelFile:
+    """A .cu file's parsed entry points, and the checks every launcher makes before a launch."""
 
     def __init__(self, filename: str | Path):
-        path = Path(filename) if Path(filename).is_absolute() else KERNEL_DIR / filename
-        self.path = path
-        self.entries = {entry.name: entry for entry in parse_entry_points(path.read_text())}
-        self._lib = ctypes.CDLL(str(_compile(path)))
-        self._lib.wg_last_error.restype = ctypes.c_char_p
+        self.path = Path(filename) if Path(filename).is_absolute() else KERNEL_DIR / filename
+        self.entries = {entry.name: entry for entry in parse_entry_points(self.path.read_text())}
 
     @property
     def kernel_names(self) -> list[str]:
         return list(self.entries)
 
-    def launch(self, name: str, grid: tuple[int, ...], block: tuple[int, ...], args: tuple,
-               thread_order: int = 0) -> None:
-        """Run kernel `name` with every (block, thread) of grid x block, one after another: in launch order,
-        or shuffled by `thread_order` (a seed; see emulator_prelude.h).
-
-        Array arguments must be C-contiguous NumPy arrays whose dtype matches the pointer type
-        (float* <- float32, wg_half* <- float16, long* <- int64, unsigned char* <- uint8/bool);
-        None passes a null pointer. Scalars are converted to the parameter's C type.
-
-        The kernel sees each array inside a larger buffer with GUARD elements of a marker on either side
-        (NaN for floats): a write outside the array raises KernelMemoryError naming the kernel, the
-        parameter and how far out it went, and a read outside brings NaN into the results.
-        """
+    def _entry(self, name: str, args: tuple) -> EntryPoint:
         entry = self.entries.get(name)
         if entry is None:
             raise KeyError(f"{self.path.name} has no kernel {name!r}; it has {sorted(self.entries)}")
@@ -143,6 +128,31 @@ class EmulatedModule:
                 f"{name} takes {len(entry.params)} arguments ({', '.join(p.name for p in entry.params)}), "
                 f"got {len(args)}"
             )
+        return entry
+
+
+class EmulatedModule(_KernelFile):
+    """A .cu kernel file compiled for the CPU; `launch` runs one kernel over a whole grid."""
+
+    def __init__(self, filename: str | Path):
+        super().__init__(filename)
+        self._lib = ctypes.CDLL(str(_compile(self.path)))
+        self._lib.wg_last_error.restype = ctypes.c_char_p
+
+    def launch(self, name: str, grid: tuple[int, ...], block: tuple[int, ...], args: tuple,
+               thread_order: int = 0) -> None:
+        """Run kernel `name` with every (block, thread) of grid x block, one after another: in launch order,
+        or shuffled by `thread_order` (a seed; see emulator_prelude.h).
+
+        Array arguments must be C-contiguous NumPy arrays whose dtype matches the pointer type
+        (float* <- float32, wg_half* <- float16, long long* <- int64, unsigned char* <- uint8/bool);
+        None passes a null pointer. Scalars are converted to the parameter's C type.
+
+        The kernel sees each array inside a larger buffer with GUARD elements of a marker on either side
+        (NaN for floats): a write outside the array raises KernelMemoryError naming the kernel, the
+        parameter and how far out it went, and a read outside brings NaN into the results.
+        """
+        entry = self._entry(name, args)
         guarded = {}
         c_args = []
         for i, (param, value) in enumerate(zip(entry.params, args)):
@@ -230,7 +240,7 @@ def emulated_module(filename: str) -> EmulatedModule:
     return EmulatedModule(filename)
 
 
-class DeviceModule:
+class DeviceModule(_KernelFile):
     """The same `launch` interface as EmulatedModule, run on the real GPU through CuPy.
 
     NumPy arguments are copied to the device, the kernel runs with the same grid and block, and every
@@ -240,25 +250,15 @@ class DeviceModule:
     def __init__(self, filename: str | Path):
         from . import cuda_kernels, cupy_backend
 
-        path = Path(filename) if Path(filename).is_absolute() else KERNEL_DIR / filename
-        self.path = path
-        self.entries = {entry.name: entry for entry in parse_entry_points(path.read_text())}
+        super().__init__(filename)
         self._cp = cupy_backend.require().xp
-        self._module = self._cp.RawModule(code=path.read_text(), options=cuda_kernels.module_options())
-
-    @property
-    def kernel_names(self) -> list[str]:
-        return list(self.entries)
+        self._module = self._cp.RawModule(code=self.path.read_text(), options=cuda_kernels.module_options())
 
     def launch(self, name: str, grid: tuple[int, ...], block: tuple[int, ...], args: tuple,
                thread_order: int = 0) -> None:
         """As EmulatedModule.launch; `thread_order` is ignored (a GPU chooses its own order)."""
         cp = self._cp
-        entry = self.entries.get(name)
-        if entry is None:
-            raise KeyError(f"{self.path.name} has no kernel {name!r}; it has {sorted(self.entries)}")
-        if len(args) != len(entry.params):
-            raise TypeError(f"{name} takes {len(entry.params)} arguments, got {len(args)}")
+        entry = self._entry(name, args)
         dev_args, back = [], []
         for param, value in zip(entry.params, args):
             _ctype, dtype = _TYPES[param.base_type]
