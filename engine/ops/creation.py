@@ -263,11 +263,9 @@ def _made(kind: str, shape: tuple, np_dtype, device, requires_grad: bool, fill=N
     dev = as_device(device if device is not None else _runtime._default_device)
     if dev.type == "cpu":
         arr = np.full(shape, fill) if kind == "full" else getattr(np, kind)(shape, dtype=np_dtype)
-        return _finish(arr, dev, requires_grad, pin_memory)
-    t = _wrap_array(backend_for(dev).new(kind, shape, np_dtype, dev, fill))
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
+    else:  # _finish passes a device array through as it is
+        arr = backend_for(dev).new(kind, shape, np_dtype, dev, fill)
+    return _finish(arr, dev, requires_grad, pin_memory)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
