@@ -56,9 +56,8 @@ def overfit_one_batch(doc: Document, *, batch_size: int = 32, steps: int = 150, 
 
     with engine.no_grad():
         pred = model(x)
-        final = float(trainer.loss_fn(pred, y).item())
-        correct = trainer._count_correct(trainer._guess(pred) if trainer.classify else None, idx,
-                                          train=True)
+        final, guess = trainer._readout(trainer.loss_fn(pred, y), pred)
+        correct = trainer._count_correct(guess, idx, train=True)
     model.train()
     if correct is not None:
         accuracy = correct / n

@@ -557,9 +557,7 @@ class Trainer:
         if "out of memory" in reason:
             fix = (f"lower the batch size (now {self.batch_size}) or the size of the largest layers, or "
                    "train on the CPU; the weights are those of the last whole step")
-            from engine import cuda
-
-            cuda.empty_cache()
+            engine.cuda.empty_cache()
         else:
             fix = ("save your work and restart the app (a failed CUDA context cannot be used again), or "
                    "train on the CPU")
@@ -589,7 +587,7 @@ class Trainer:
         guess = self._guess(pred) if self.classify else None
         if self.device.type == "cpu":
             return float(loss.item()), guess
-        xp = loss._storage.backend.xp
+        xp = self._xp()
         parts = [loss.detach()._arr.reshape(1).astype(np.float64)]
         if guess is not None:
             parts.append(guess.reshape(-1).astype(np.float64))  # class indices are exact in float64
