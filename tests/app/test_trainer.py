@@ -32,6 +32,14 @@ def make_doc(lr=0.01, optimizer="Adam", dropout=None, n=200, epochs=3, **trainin
                      "optimizer": {"type": optimizer, "lr": lr, "weight_decay": 0.0}, "seed": 3, **training}})
 
 
+def wait_for(cond, timeout=10.0):
+    """Until cond() holds (the trainer runs in another thread); fails after `timeout` seconds."""
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.005)
+
+
 class Recorder(TrainerCallback):
     def __init__(self):
         self.batches, self.epochs, self.findings, self.events, self.states = [], [], [], [], []
@@ -124,12 +132,6 @@ def test_pause_step_resume_and_stop_from_another_thread():
     thread = threading.Thread(target=trainer.run)
     thread.start()
 
-    def wait_for(cond, timeout=10.0):
-        end = time.monotonic() + timeout
-        while not cond():
-            assert time.monotonic() < end, "timed out"
-            time.sleep(0.005)
-
     wait_for(lambda: len(rec.batches) >= 3)
     trainer.pause()
     wait_for(lambda: trainer.state == "paused")
@@ -155,10 +157,7 @@ def test_stop_while_paused_ends_the_run():
     trainer.pause()
     thread = threading.Thread(target=trainer.run)
     thread.start()
-    end = time.monotonic() + 10
-    while trainer.state != "paused":
-        assert time.monotonic() < end
-        time.sleep(0.005)
+    wait_for(lambda: trainer.state == "paused")
     trainer.stop()
     thread.join(10)
     assert trainer.state == "stopped"
@@ -324,10 +323,7 @@ def test_nonfinite_loss_pauses_and_names_the_first_layer_that_made_it():
         trainer.model.fc2.weight.fill_(float("inf"))
     thread = threading.Thread(target=trainer.run)
     thread.start()
-    end = time.monotonic() + 10
-    while trainer.state != "paused":
-        assert time.monotonic() < end
-        time.sleep(0.005)
+    wait_for(lambda: trainer.state == "paused")
     trainer.stop()
     thread.join(10)
     nonfinite = [f for f in rec.findings if f.rule == "nonfinite"]
@@ -497,10 +493,7 @@ def test_a_gpu_failure_pauses_a_gui_run_which_then_resumes_and_finishes():
     calls = _fail_once_in(trainer.model.fc1, at_call=2)
     thread = threading.Thread(target=trainer.run)
     thread.start()
-    end = time.monotonic() + 10
-    while trainer.state != "paused":
-        assert time.monotonic() < end
-        time.sleep(0.005)
+    wait_for(lambda: trainer.state == "paused")
     assert [f.node_id for f in rec.findings if f.rule == "device"] == ["fc1"]
     assert any(e.event == "paused" and e.detail.get("reason") == "device" for e in rec.events)
     trainer.resume()
