@@ -5,8 +5,17 @@ the live plots. `--nice` compares worker-thread niceness values (the app uses
 app.worker.WORKER_NICE); `--blas` the worker's BLAS cap (plots view; the window uses the app's, 1).
 Settings are interleaved within each round.
 
+`--interact` drives what a person does while a run trains (window view): every 40 ms the canvas pans
+or zooms (with the wheel's anchor), and every 0.6 s another bottom tab (Monitor, Computation graph,
+Runs) and right tab (Inspector, Training) comes to the front. `--load N` keeps N busy processes
+running beside the app (nice 0) so the lag is measured on a loaded machine; the load average printed
+is the 1-minute one, so give it a run of a minute or more (`--warmup`) before quoting it.
+
     QT_QPA_PLATFORM=offscreen python -m benchmarks.bench_ui_lag [--batches 300] [--rounds 3]
         [--view plots|window|both] [--nice 10,0] [--blas capped|uncapped|both]
+        [--interact] [--load 3] [--warmup 60]
+
+Target (issue 18): with `--interact` at a load average of about 4, p99 < 50 ms and max < 200 ms.
 
 Lag numbers depend on how busy the machine is: quote them with the load average printed next to them.
 """
@@ -15,6 +24,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -51,7 +62,35 @@ def _plots_view(app):
     return start
 
 
-def _window_view(app, tmp: Path):
+def _interaction(win, app):
+    """Pan/zoom the canvas and switch tabs as a person does while a run trains; returns a stop function."""
+    from PySide6.QtCore import QPoint, QTimer
+
+    view = win.editor.view
+    bottom = [win.training.monitor_dock, win.training.graph_dock, win.training.runs_dock]
+    right = [win.inspector_dock, win.training.panel_dock]
+    step = itertools.count()
+
+    def act() -> None:
+        k = next(step)
+        phase = k % 8
+        if phase < 3:
+            view.pan_by(40 if (k // 8) % 2 else -40, 15)
+        elif phase < 6:
+            anchor = QPoint(view.viewport().width() // 2, view.viewport().height() // 2)
+            view.zoom_by(1.15 if (k // 8) % 2 else 1 / 1.15, anchor)
+        if k % 15 == 0:
+            bottom[(k // 15) % len(bottom)].raise_()
+            right[(k // 15) % len(right)].raise_()
+
+    timer = QTimer()
+    timer.setInterval(40)
+    timer.timeout.connect(act)
+    timer.start()
+    return timer.stop
+
+
+def _window_view(app, tmp: Path, interact: bool = False):
     """The main window at 1600x1000 with the monitor raised, trained through its Start command."""
     from PySide6.QtCore import QSettings
 
@@ -72,8 +111,10 @@ def _window_view(app, tmp: Path):
         app.processEvents()
         session = win.training.start()  # the app's own setting: BLAS capped to 1 thread
         session.batches.connect(lambda records: seen.__setitem__(0, seen[0] + len(records)))
+        stop_interaction = _interaction(win, app) if interact else (lambda: None)
 
         def close() -> None:
+            stop_interaction()
             win.training.shutdown()
             win.close()
 
@@ -123,7 +164,22 @@ def main() -> None:
     parser.add_argument("--blas", choices=("capped", "uncapped", "both"), default="capped")
     parser.add_argument("--nice", default="10,0", help="worker niceness values to compare, e.g. 10,0")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--interact", action="store_true", help="pan, zoom and switch tabs while training")
+    parser.add_argument("--load", type=int, default=0, help="busy processes to run beside the app")
+    parser.add_argument("--warmup", type=float, default=0.0,
+                        help="seconds to let the load average settle before measuring")
     args = parser.parse_args()
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+    try:
+        if args.warmup:
+            time.sleep(args.warmup)
+        _run(args)
+    finally:
+        for b in burners:
+            b.kill()
+
+
+def _run(args: argparse.Namespace) -> None:
     import app.worker as worker_module
 
     nices = [int(v) for v in args.nice.split(",")]
@@ -131,7 +187,7 @@ def main() -> None:
 
     app = QApplication.instance() or QApplication([])
     tmp = Path(tempfile.mkdtemp(prefix="wiregrad-lag-"))
-    views = {"plots": _plots_view(app), "window": _window_view(app, tmp)}
+    views = {"plots": _plots_view(app), "window": _window_view(app, tmp, args.interact)}
     chosen = list(views) if args.view == "both" else [args.view]
     caps = {"capped": ("BLAS 1 thread", 1), "uncapped": ("BLAS uncapped", None)}
     blas = list(caps.values()) if args.blas == "both" else [caps[args.blas]]
@@ -142,7 +198,8 @@ def main() -> None:
                 time.sleep(0.3)
                 lags, rate = measure(views[view], app, args.batches, cap)
                 p50, p99, worst = np.percentile(lags, 50), np.percentile(lags, 99), lags.max()
-                print(f"round {r + 1}  {view:6s}  {label:13s}  nice {nice:2d}  lag p50 {p50:6.1f} ms   "
+                what = f"{view}+interact" if view == "window" and args.interact else view
+                print(f"round {r + 1}  {what:15s}  {label:13s}  nice {nice:2d}  lag p50 {p50:6.1f} ms   "
                       f"p99 {p99:6.1f} ms   "
                       f"max {worst:6.1f} ms   ({len(lags)} ticks, {rate:.0f} batches/s, "
                       f"load {os.getloadavg()[0]:.1f})", flush=True)
