@@ -258,3 +258,63 @@ def load_dataset(spec: dict, seed: int = 0, *, base_dir: str | Path | None = Non
     samples = info.loader(opts, np.random.default_rng(data_seq))
     return finish(samples, name=info.name, val_fraction=opts["val_fraction"], normalize=opts["normalize"],
                   task=opts["task"], rng=np.random.default_rng(split_seq))
+
+
+@dataclass(frozen=True)
+class DatasetDescription:
+    """What `load_dataset` would give, found without reading the bulk of the data.
+
+    input_shape, task, num_classes, class_names and target_shape are exactly those of the DatasetSplit;
+    dtype is how the inputs are stored (the trainer always gets float32); n_samples = n_train + n_val.
+    """
+
+    name: str
+    task: str
+    input_shape: tuple[int, ...]
+    dtype: str
+    num_classes: int | None
+    class_names: tuple[str, ...]
+    target_shape: tuple[int, ...]
+    n_samples: int
+    n_train: int
+    n_val: int
+
+
+# File datasets answer from headers: IDX and NPZ headers (labels read to count classes), image headers,
+# and one streamed pass over a CSV. The others are generated in memory and small, so they are loaded.
+_DESCRIBERS: dict[str, Callable[[dict], dict]] = {
+    "idx": idx.describe, "npz": tabular.describe_npz, "csv": tabular.describe_csv,
+    "image_folder": image_folder.describe,
+}
+
+
+def describe_dataset(spec: dict, *, base_dir: str | Path | None = None) -> DatasetDescription:
+    """Check that a dataset spec is usable and say what it holds, cheaply.
+
+    Raises the same DatasetError as `load_dataset` for a bad spec or a broken file header, but reads
+    only headers (and label files) where the format allows, so a checker can call it on every edit.
+    A file whose body is damaged past its header may still fail later in `load_dataset`.
+    """
+    info, opts = resolve_options(spec, Path(base_dir) if base_dir is not None else None)
+    describer = _DESCRIBERS.get(info.name)
+    if describer is None:
+        split = load_dataset(spec, base_dir=base_dir)
+        n_train, n_val = len(split.x_train), len(split.x_val)
+        return DatasetDescription(info.name, split.task, split.input_shape, "float32", split.num_classes,
+                                  split.class_names, split.target_shape, n_train + n_val, n_train, n_val)
+    found = describer(opts)
+    n, n_val = found["n_samples"], found["n_val"]
+    if n_val is None:  # the seeded split sends round(n * val_fraction) samples to validation
+        n_val = int(np.floor(n * opts["val_fraction"] + 0.5))
+        if n - n_val == 0:
+            raise DatasetError(f"Dataset '{info.name}': no samples left for training "
+                               f"({n} samples, val_fraction={opts['val_fraction']}).")
+    task = "reconstruction" if opts["task"] == "reconstruction" else found["task"]
+    names = found["class_names"] if task == "classification" else ()
+    if task == "reconstruction":
+        target = tuple(found["input_shape"])
+    else:
+        target = () if task == "classification" else tuple(found["target_shape"])
+    return DatasetDescription(info.name, task, tuple(found["input_shape"]), found["dtype"],
+                              len(names) if task == "classification" else None, names, target, n,
+                              n - n_val, n_val)

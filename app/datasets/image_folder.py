@@ -1,25 +1,62 @@
-"""Image folders: one sub-folder per class, images read and resized with Qt's QImage."""
+"""Image folders: one sub-folder per class, images read and resized with Qt's QImage.
+
+Before anything is decoded: the total size of the resized dataset is checked against BYTE_LIMIT, and
+each image's pixel count is read from its header (QImageReader.size) and capped at MAX_IMAGE_PIXELS,
+so a decompression bomb (a tiny PNG declaring 100,000 x 100,000 pixels) is refused unread.
+"""
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
 
+from app.datasets.checks import check_bytes, where
 from app.datasets.errors import DatasetError
 from app.datasets.split import Samples
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}
+# 64 megapixels: an 8K x 8K photo still loads; decoding one needs 256 MiB as 32-bit pixels.
+MAX_IMAGE_PIXELS = 64 * 1024 * 1024
+
+
+def _reader(path: Path):
+    """A QImageReader that has read the header, after checking the file is a non-empty image of a sane
+    pixel count. Qt is imported here only, so the rest of the package (and the CLI) stays Qt-free."""
+    from PySide6.QtGui import QImageReader
+
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise DatasetError(f"{where('path', path)}: cannot read file ({exc.strerror}).") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise DatasetError(f"{where('path', path)}: is not a regular file.")
+    if info.st_size == 0:
+        raise DatasetError(f"{where('path', path)}: the image file is empty (0 bytes).")
+    reader = QImageReader(str(path))
+    reader.setDecideFormatFromContent(True)
+    size = reader.size()  # from the header only; nothing is decoded yet
+    if not reader.canRead() or not size.isValid():
+        raise DatasetError(f"{where('path', path)}: not a readable PNG, JPEG or BMP image "
+                           f"({reader.errorString()}).")
+    if size.width() * size.height() > MAX_IMAGE_PIXELS:
+        raise DatasetError(f"{where('path', path)}: the image claims {size.width()} x {size.height()} "
+                           f"pixels, more than the {MAX_IMAGE_PIXELS // 2 ** 20} megapixels allowed; "
+                           "shrink it first.")
+    return reader
 
 
 def _image_array(path: Path, width: int, height: int, grayscale: bool) -> np.ndarray:
     """One image as (C, H, W) float32 in [0, 1]."""
-    # Qt is imported here only, so the rest of the package (and the CLI) stays Qt-free.
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QImage
 
-    image = QImage(str(path))
+    reader = _reader(path)
+    image = reader.read()
     if image.isNull():
-        raise DatasetError(f"{path}: cannot read this image (unsupported or damaged file).")
+        raise DatasetError(f"{where('path', path)}: cannot read this image ({reader.errorString()}; "
+                           "unsupported or damaged file).")
     fmt = QImage.Format.Format_Grayscale8 if grayscale else QImage.Format.Format_RGB888
     image = image.convertToFormat(fmt).scaled(
         width, height, Qt.AspectRatioMode.IgnoreAspectRatio, Qt.TransformationMode.SmoothTransformation)
@@ -30,21 +67,41 @@ def _image_array(path: Path, width: int, height: int, grayscale: bool) -> np.nda
     return rows.reshape(height, width, channels).transpose(2, 0, 1).astype(np.float32) / 255.0
 
 
-def image_folder(opts: dict, rng: np.random.Generator) -> Samples:
+def _listing(opts: dict) -> tuple[list[Path], list[list[Path]]]:
+    """The class folders and their image files (by suffix), checking that there is something to load
+    and that the resized dataset fits in memory."""
     root: Path = opts["path"]
     if not root.is_dir():
-        raise DatasetError(f"{root}: folder not found." if not root.exists() else f"{root}: is not a folder.")
+        raise DatasetError(f"{where('path', root)}: " + ("folder not found." if not root.exists()
+                                                         else "is not a folder."))
     class_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not class_dirs:
-        raise DatasetError(f"{root}: has no sub-folders; put the images of each class in their own "
-                           "sub-folder (e.g. cats/, dogs/).")
+        raise DatasetError(f"{where('path', root)}: has no sub-folders; put the images of each class in "
+                           "their own sub-folder (e.g. cats/, dogs/).")
+    files = []
+    for folder in class_dirs:
+        # is_file() follows links and is False for pipes and devices, which are skipped like other files.
+        found = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()
+                       and not p.name.startswith("."))
+        if not found:
+            raise DatasetError(f"{where('path', folder)}: empty class folder; it holds no PNG, JPEG or "
+                               "BMP images.")
+        files.append(found)
+    height, width = opts["size"]
+    channels = 1 if opts["grayscale"] else 3
+    total = sum(len(f) for f in files)
+    check_bytes(total * channels * height * width * 4, "path", root,
+                f"{total} images of {channels} x {height} x {width} float32 values")
+    return class_dirs, files
+
+
+def image_folder(opts: dict, rng: np.random.Generator) -> Samples:
+    root: Path = opts["path"]
+    class_dirs, files = _listing(opts)
     height, width = opts["size"]
     images, labels = [], []
-    for c, folder in enumerate(class_dirs):
-        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-        if not files:
-            raise DatasetError(f"{folder}: empty class folder; it holds no PNG, JPEG or BMP images.")
-        for f in files:
+    for c, paths in enumerate(files):
+        for f in paths:
             images.append(_image_array(f, width, height, opts["grayscale"]))
             labels.append(c)
     x = np.stack(images)
@@ -53,3 +110,15 @@ def image_folder(opts: dict, rng: np.random.Generator) -> Samples:
     return Samples(x, np.array(labels, dtype=np.int64), "classification", "image", names,
                    f"{root.name}: {len(x)} {mode} images resized to {height}x{width}, "
                    f"{len(names)} classes ({', '.join(names)}).")
+
+
+def describe(opts: dict) -> dict:
+    """Counts the images and reads each one's header (no pixels are decoded)."""
+    class_dirs, files = _listing(opts)
+    for paths in files:
+        for f in paths:
+            _reader(f)
+    height, width = opts["size"]
+    return {"task": "classification", "input_shape": (1 if opts["grayscale"] else 3, height, width),
+            "dtype": "uint8", "class_names": tuple(p.name for p in class_dirs),
+            "n_samples": sum(len(f) for f in files), "n_val": None, "target_shape": ()}
