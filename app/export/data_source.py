@@ -236,6 +236,9 @@ def fit_normalization(x_train, mode, layout):
     x64 = x_train.astype(np.float64)
     if mode == "standard":
         shift, scale = x64.mean(axis=axes, keepdims=True), x64.std(axis=axes, keepdims=True)
+        varying = scale >= 1e-8
+        if varying.sum() > 1:  # a near-constant feature gets at least a tenth of the typical scale
+            scale = np.where(varying, np.maximum(scale, 0.1 * float(np.median(scale[varying]))), scale)
         scale[scale < 1e-8] = 1.0
     else:
         shift = x64.min(axis=axes, keepdims=True)
@@ -249,6 +252,11 @@ def load_data(data_path=None):
     opts = dict(DATASET)
     if data_path is not None:
         opts[DATA_OPTION] = data_path
+    elif DATA_OPTION is not None and not Path(opts[DATA_OPTION]).is_absolute():
+        # data shipped with the script (Wiregrad's bundled digits) lies next to it
+        opts[DATA_OPTION] = str(Path(__file__).resolve().parent / opts[DATA_OPTION])
+    if DATA_OPTION is not None and not Path(opts[DATA_OPTION]).exists():
+        raise SystemExit(f"{opts[DATA_OPTION]}: not found; pass --data PATH to your copy of the data")
     data_seq, split_seq = np.random.SeedSequence(SEED).spawn(2)
     x, y, task, layout = make_samples(opts, np.random.default_rng(data_seq))
     x = np.ascontiguousarray(x, dtype=np.float32)
@@ -292,10 +300,20 @@ _TARGETS = {
 DATA_OPTIONS = {"digits": "path", "npz": "path", "csv": "path", "image_folder": "path", "idx": "images"}
 
 
+def bundled_files(dataset_name: str) -> dict[str, Path]:
+    """Data files Wiregrad ships that the script reads from its own folder: {file name: source}.
+    The exporter copies them next to the script, so the script runs wherever the folder goes."""
+    if dataset_name == "digits":
+        from app.datasets.digits import DIGITS_PATH
+
+        return {DIGITS_PATH.name: DIGITS_PATH}
+    return {}
+
+
 def resolved_dataset(doc_training: dict[str, Any], base_dir: str | Path | None) -> dict[str, Any]:
-    """The dataset spec with every option filled in and paths absolute (JSON-ready)."""
+    """The dataset spec with every option filled in (JSON-ready): the user's files by absolute path,
+    Wiregrad's bundled data by file name, relative to the script (see `bundled_files`)."""
     from app.datasets.catalogue import resolve_options
-    from app.datasets.digits import DIGITS_PATH
 
     spec = dict(doc_training["dataset"])
     spec.setdefault("val_fraction", doc_training["val_fraction"])
@@ -307,14 +325,18 @@ def resolved_dataset(doc_training: dict[str, Any], base_dir: str | Path | None) 
         elif isinstance(value, tuple):
             value = list(value)
         out[key] = value
-    if spec["name"] == "digits":
-        out["path"] = str(DIGITS_PATH)
+    for name in bundled_files(spec["name"]):
+        out[DATA_OPTIONS[spec["name"]]] = name
     return out
 
 
 def data_source(dataset: dict[str, Any], targets: str, classes: int | None) -> str:
     """The data section of the script: helpers, the loader for this dataset, split and normalisation."""
     name = dataset["name"]
+    if name not in _LOADERS:
+        from .graph import ExportError
+
+        raise ExportError(f"training: dataset {name!r:.60} has no loader for the script")
     loader = _LOADERS[name]
     helpers = _HELPERS.strip("\n") + "\n\n\n" if "class_counts(" in loader else ""
     target_code = _TARGETS[targets].replace("{k}", str(classes))

@@ -3,16 +3,20 @@ Tensor names are the node ids; the batch dimension is dynamic ("N").
 """
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.document import Document
 
-from .graph import ExportError, ExportGraph, ExportNode, dataset_input_shape, plan_export
+from .graph import ExportError, ExportGraph, ExportNode, load_split, plan_export
+
+if TYPE_CHECKING:
+    from app.datasets.split import DatasetSplit, Normalization
 
 OPSET = 17
 _SIMPLE = {"ReLU": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "SELU": "Selu", "Softsign": "Softsign",
@@ -510,8 +514,11 @@ def _recurrent(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # the model
 # ---------------------------------------------------------------------------------------------
-def build_onnx(graph: ExportGraph, state: Mapping[str, np.ndarray], *, name: str = "wiregrad") -> Any:
-    """The ONNX ModelProto of a planned graph with these weights (node-id names)."""
+def build_onnx(graph: ExportGraph, state: Mapping[str, np.ndarray], *, name: str = "wiregrad",
+               normalization: Normalization | None = None, metadata: Mapping[str, str] | None = None) -> Any:
+    """The ONNX ModelProto of a planned graph with these weights (node-id names). With
+    `normalization` the (single, float) input takes raw samples: a Sub and a Div in front apply the
+    dataset's training statistics, as the trainer did. `metadata` goes into metadata_props."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -524,6 +531,11 @@ def build_onnx(graph: ExportGraph, state: Mapping[str, np.ndarray], *, name: str
         shape = ["N", *graph.input_shapes[nid][1:]]
         inputs.append(helper.make_tensor_value_info(nid, elem, shape))
         tensor_of[nid] = nid
+    if normalization is not None:
+        nid = graph.input_ids[0]
+        mean = b.const(f"{nid}.normalization_mean", normalization.shift)
+        std = b.const(f"{nid}.normalization_std", normalization.scale)
+        tensor_of[nid] = b.op("Div", [b.op("Sub", [nid, mean], f"{nid}/centred"), std], f"{nid}/normalised")
     for node in graph.layers:
         emit = _EMITTERS.get(node.type)
         if emit is None:
@@ -540,6 +552,8 @@ def build_onnx(graph: ExportGraph, state: Mapping[str, np.ndarray], *, name: str
     g = helper.make_graph(b.nodes, name, inputs, outputs, initializer=b.initializers)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="wiregrad")
     model.ir_version = min(model.ir_version, 8)  # readable by onnxruntime releases of the last years
+    if metadata:
+        helper.set_model_props(model, dict(metadata))
     onnx.checker.check_model(model)
     return model
 
@@ -555,18 +569,87 @@ def initial_state(doc: Document, input_shape: Sequence[int] | None) -> dict[str,
     return state_dict_arrays(compile_document(doc, input_shape).state_dict())
 
 
+_LAYOUTS = {1: "NF (batch, features)", 2: "NTF (batch, time steps, features)",
+            3: "NCHW (batch, channels, height, width)"}
+
+
+def _input_normalization(graph: ExportGraph, split: DatasetSplit | None) -> Normalization | None:
+    """The dataset's normalisation when it feeds the model's one float input (and does something)."""
+    if split is None or len(graph.input_ids) != 1:
+        return None
+    nid = graph.input_ids[0]
+    if graph.node(nid).params.get("dtype") == "int64" or split.normalization.mode == "none":
+        return None
+    if tuple(graph.input_shapes[nid][1:]) != tuple(split.input_shape):
+        return None
+    return split.normalization
+
+
+def onnx_metadata(graph: ExportGraph, split: DatasetSplit | None, normalization: Normalization | None
+                  ) -> dict[str, str]:
+    """What a user of the .onnx file needs besides the weights, as metadata_props (JSON values):
+    the input layout, the task and class names, and the normalisation (inside the graph or not)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        wiregrad_version = version("wiregrad")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree that isn't installed
+        wiregrad_version = "unknown"
+    meta = {"producer": "Wiregrad", "wiregrad_version": wiregrad_version,
+            "inputs": json.dumps(graph.input_ids), "outputs": json.dumps(graph.output_ids)}
+    if len(graph.input_ids) == 1:
+        shape = [int(d) for d in graph.input_shapes[graph.input_ids[0]][1:]]
+        meta["input_shape"] = json.dumps(shape)
+        meta["input_layout"] = _LAYOUTS.get(len(shape), f"N plus {len(shape)} sample dimensions")
+    if split is not None:
+        meta["dataset"] = split.name
+        meta["task"] = split.task
+        if split.task == "classification":
+            meta["class_names"] = json.dumps(list(split.class_names))
+    if normalization is not None:
+        meta["normalization"] = normalization.mode
+        meta["normalization_in_graph"] = "true"
+        meta["mean"] = json.dumps(normalization.mean.tolist())
+        meta["std"] = json.dumps(normalization.std.tolist())
+        meta["preprocessing"] = ("none needed: feed raw samples; the graph computes (x - mean) / std with "
+                                 "the training statistics" + (" (mean = min, std = max - min)"
+                                                              if normalization.mode == "minmax" else ""))
+        if split is not None and split.task == "reconstruction":
+            meta["postprocessing"] = "the output is the normalised input rebuilt: output * std + mean is raw"
+    else:
+        meta["normalization_in_graph"] = "false"
+        meta["preprocessing"] = "feed the samples as the model saw them in training (no normalisation inside)"
+    return meta
+
+
+def describe_onnx(path: str | Path) -> str:
+    """A few words for the user (the status bar): does the file take raw inputs, what its metadata
+    holds. E.g. "raw inputs (normalisation inside), class names and mean/std in the metadata"."""
+    import onnx
+
+    meta = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+    inside = meta.get("normalization_in_graph") == "true"
+    text = "raw inputs (normalisation inside)" if inside else "inputs as they are (no normalisation inside)"
+    held = [what for key, what in (("class_names", "class names"), ("mean", "mean/std")) if key in meta]
+    return f"{text}, {' and '.join(held)} in the metadata" if held else text
+
+
 def export_onnx(doc: Document, path: str | Path, *, weights: str | Path | Mapping[str, Any] | None = None,
-                base_dir: str | Path | None = None, input_shape: Sequence[int] | None = None) -> Path:
+                base_dir: str | Path | None = None, input_shape: Sequence[int] | None = None,
+                normalize_inputs: bool = True) -> Path:
     """Write the graph with its weights (a file, a run directory, a state dict, or None for freshly
-    initialised ones) as an ONNX model; ExportError names any node ONNX can't express."""
+    initialised ones) as an ONNX model; ExportError names any node ONNX can't express. With
+    `normalize_inputs` the dataset's normalisation is part of the graph, so it takes raw samples;
+    metadata_props say so and carry mean/std, class names, input layout, task and the version."""
     try:
         import onnx
     except ImportError:
         raise ExportError("ONNX export needs the onnx package: pip install 'wiregrad[export]'") from None
     from .weights import read_state_dict, state_dict_arrays
 
+    split = load_split(doc, base_dir)
     if input_shape is None:
-        input_shape = dataset_input_shape(doc, base_dir)
+        input_shape = None if split is None else split.input_shape
     graph = plan_export(doc, input_shape)
     if weights is None:
         state = initial_state(doc, input_shape)
@@ -574,11 +657,13 @@ def export_onnx(doc: Document, path: str | Path, *, weights: str | Path | Mappin
         state = state_dict_arrays(weights)
     else:
         state = read_state_dict(weights)
-    model = build_onnx(graph, state, name=Path(path).stem)
+    normalization = _input_normalization(graph, split) if normalize_inputs else None
+    model = build_onnx(graph, state, name=Path(path).stem, normalization=normalization,
+                       metadata=onnx_metadata(graph, split, normalization))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
     return path
 
 
-__all__ = ["OPSET", "build_onnx", "export_onnx"]
+__all__ = ["OPSET", "build_onnx", "describe_onnx", "export_onnx", "onnx_metadata"]

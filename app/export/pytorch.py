@@ -4,10 +4,13 @@ that also runs under `torchrun` with DistributedDataParallel.
 """
 from __future__ import annotations
 
+import ast
 import inspect
-import json
 import keyword
 import math
+import numbers
+import re
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,12 +20,13 @@ from app.document import Document
 from app.document.catalogue import CLASS_LOSSES, FLOAT_TARGET_LOSSES
 from app.document.document import OPTIMIZER_OPTIONS
 
-from .data_source import DATA_OPTIONS, data_source, resolved_dataset
+from .data_source import DATA_OPTIONS, bundled_files, data_source, resolved_dataset
 from .graph import ExportError, ExportGraph, ExportNode, plan_export
 
 _RECURRENT = ("RNN", "LSTM", "GRU")
 # names the script itself uses at module level or inside forward()
 _RESERVED = {"self", "torch", "nn", "np", "math", "os", "dist", "argparse", "Path", "F"}
+_ASCII_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INIT_OPTIONS = {"xavier_uniform": ("init_gain", "gain"), "xavier_normal": ("init_gain", "gain"),
                  "orthogonal": ("init_gain", "gain"), "normal": ("init_std", "std"),
                  "constant": ("init_value", "value")}
@@ -41,9 +45,32 @@ def _py(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{_py(k)}: {_py(v)}" for k, v in value.items()) + "}"
     if isinstance(value, str):
-        quoted = json.dumps(value, ensure_ascii=False)
-        return quoted if "\\" not in quoted else repr(value)
-    return repr(value)
+        # a plain double-quoted literal when nothing in it needs escaping; else repr(), which
+        # escapes quotes, backslashes, line breaks (\n, \u2028...) and every unprintable character
+        plain = value.isprintable() and '"' not in value and "\\" not in value
+        return f'"{value}"' if plain else repr(value)
+    if value is None or isinstance(value, bool | int):
+        return repr(value)
+    if isinstance(value, numbers.Integral):
+        return repr(int(value))
+    if isinstance(value, numbers.Real):
+        return _py(float(value))
+    raise ExportError(f"can't write {type(value).__name__} value {value!r:.40} into the script")
+
+
+def _text(value: Any) -> str:
+    """Any text (a file name, a dataset name) made safe for a docstring or a comment of the script:
+    one printable line without double quotes or backslashes, so it can't end the docstring or the
+    comment and run as code. Other characters show as <U+XXXX>."""
+    return "".join(ch if ch.isprintable() and ch not in '"\\' else f"<U+{ord(ch):04X}>" for ch in str(value))
+
+
+def _identifier(name: Any, what: str) -> str:
+    """`name` if it is a plain ASCII Python identifier (and no keyword) the script may write as
+    code; otherwise ExportError naming `what`: nothing from a document becomes code unchecked."""
+    if isinstance(name, str) and _ASCII_NAME.fullmatch(name) and not keyword.iskeyword(name):
+        return name
+    raise ExportError(f"{what}: {name!r:.60} is not a valid Python name")
 
 
 def _py_dict_lines(value: Mapping[str, Any], width: int = 100) -> str:
@@ -82,6 +109,9 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _constructor(module: str, class_name: str, kwargs: Mapping[str, Any]) -> str:
+    _identifier(class_name, f"{module} class")
+    for key in kwargs:
+        _identifier(key, f"{module}.{class_name} argument")
     signature = _torch_signature(class_name)
     defaults = {p.name: p.default for p in signature if p.default is not inspect.Parameter.empty}
     rank = {p.name: i for i, p in enumerate(signature)}
@@ -109,13 +139,15 @@ def _wrap_call(prefix: str, call: str, width: int = 100) -> list[str]:
 
 
 class _Names:
-    """Python names for node ids: the id itself unless it is a keyword or one the script uses."""
+    """Python names for node ids: the id itself unless it is a keyword or one the script uses. The
+    document only allows ASCII identifiers as ids; anything else (a file edited by hand, a future
+    id rule) is mangled to one, never written as code."""
 
     def __init__(self, ids: Sequence[str]) -> None:
         taken = set(ids)
         self.var: dict[str, str] = {}
         for nid in ids:
-            name = nid
+            name = nid if _ASCII_NAME.fullmatch(nid) else "node_" + re.sub(r"[^A-Za-z0-9_]", "_", nid)
             while keyword.iskeyword(name) or name in _RESERVED or (name != nid and name in taken):
                 name += "_"
             self.var[nid] = name
@@ -130,7 +162,7 @@ def _module_attr(nid: str) -> str:
     the ids; an id that is a keyword or shadows an nn.Module method goes through `_modules`."""
     import torch.nn  # noqa: F401 - only to know Module's attribute names
 
-    if nid.isidentifier() and not keyword.iskeyword(nid) and not hasattr(torch.nn.Module, nid):
+    if _ASCII_NAME.fullmatch(nid) and not keyword.iskeyword(nid) and not hasattr(torch.nn.Module, nid):
         return f"self.{nid}"
     return f"self._modules[{nid!r}]"
 
@@ -202,12 +234,12 @@ def _forward_lines(node: ExportNode, names: _Names) -> list[str]:
     if kind == "Multiply":
         return [f"{out} = {' * '.join(args)}"]
     if kind == "Concat":
-        return _wrap_call(f"{out} = ", f"torch.cat([{', '.join(args)}], dim={p['dim']})", width=92)
+        return _wrap_call(f"{out} = ", f"torch.cat([{', '.join(args)}], dim={_py(int(p['dim']))})", width=92)
     if kind == "Reshape":
         shape = p["shape"] if isinstance(p["shape"], list) else [p["shape"]]
-        return [f"{out} = {args[0]}.reshape({args[0]}.size(0), {', '.join(str(d) for d in shape)})"]
+        return [f"{out} = {args[0]}.reshape({args[0]}.size(0), {', '.join(_py(int(d)) for d in shape)})"]
     if kind == "Permute":
-        return [f"{out} = {args[0]}.permute({', '.join(str(d) for d in p['dims'])})"]
+        return [f"{out} = {args[0]}.permute({', '.join(_py(int(d)) for d in p['dims'])})"]
     call = _module_attr(node.id)
     if kind == "MultiheadAttention":  # self-attention: query = key = value
         x = args[0]
@@ -234,7 +266,7 @@ def model_source(graph: ExportGraph, class_name: str = "Model") -> tuple[str, bo
         init = _init_line(node)
         if init is not None:
             inits.append(init)
-    lines = [f"class {class_name}(nn.Module):",
+    lines = [f"class {_identifier(class_name, 'the model class')}(nn.Module):",
              '    """The Wiregrad graph as PyTorch layers; attribute names are the node ids."""', "",
              "    def __init__(self):", "        super().__init__()"]
     lines += [f"        {line}" for layer in layers for line in layer.splitlines()] or ["        pass"]
@@ -264,6 +296,8 @@ def _loss_constructor(graph: ExportGraph, out_id: str) -> str:
 def _optimizer_source(training: Mapping[str, Any]) -> str:
     opt = training["optimizer"]
     kind = opt["type"]
+    if kind not in OPTIMIZER_OPTIONS:
+        raise ExportError(f"training: unknown optimizer {kind!r:.40}")
     kwargs = {k: opt[k] for k in OPTIMIZER_OPTIONS[kind] if k in opt}
     if kind == "SGD" and kwargs.get("nesterov") and not kwargs.get("momentum"):
         kwargs["nesterov"] = False
@@ -281,7 +315,9 @@ def _scheduler_source(training: Mapping[str, Any]) -> tuple[str, str]:
     kind = sched["type"]
     if kind == "constant":
         return "None", "none"
-    options = {k: _py(v) for k, v in (sched.get("options") or {}).items()}
+    _identifier(kind, "training: lr_schedule type")
+    options = {_identifier(k, f"training: lr_schedule {kind} option"): _py(v)
+               for k, v in (sched.get("options") or {}).items()}
     # the defaults the Trainer fills in, written as expressions of the run's length
     if kind == "OneCycleLR":
         options.setdefault("max_lr", "lr")
@@ -439,7 +475,7 @@ def train(args):
     out = Path(args.out)
     start_epoch, best_val = 0, math.inf
     if args.resume:
-        state = torch.load(args.resume, map_location=device)
+        state = torch.load(args.resume, map_location=device, weights_only=True)  # tensors and numbers only
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if scheduler is not None:
@@ -545,7 +581,10 @@ def _dataset_facts(doc: Document, base_dir: str | Path | None) -> tuple[str | No
 def generate_script(doc: Document, *, weights_file: str | None = None, base_dir: str | Path | None = None,
                     source_name: str | None = None, script_name: str = "train_model.py") -> str:
     """The training script for a document, as text. `weights_file` (a path relative to the
-    script's folder, or absolute) becomes the default `--weights`."""
+    script's folder, or absolute) becomes the default `--weights`. Data Wiregrad ships is read from
+    the script's folder (`bundled_files` says which; `export_pytorch` puts it there). Every name
+    and string from the document is escaped or checked, and the text is parsed before it is
+    returned: a file name or a data path can never run as code."""
     task, classes, shape = _dataset_facts(doc, base_dir)
     graph = plan_export(doc, shape)
     if len(graph.input_ids) != 1:
@@ -570,13 +609,17 @@ def generate_script(doc: Document, *, weights_file: str | None = None, base_dir:
     else:
         correct = "    return None"
     data_option = DATA_OPTIONS.get(dataset["name"])
-    data_help = ('f"your copy of the data (default: {DATASET[DATA_OPTION]})"' if data_option
-                 else '"not used: this dataset is generated"')
+    # argparse %-formats help texts: a "%" in the path must reach it doubled
+    data_help = ('f"your copy of the data (default: {DATASET[DATA_OPTION]})".replace("%", "%%")'
+                 if data_option else '"not used: this dataset is generated"')
     int_input = graph.node(graph.input_ids[0]).params.get("dtype") == "int64"
     input_shape = graph.input_shapes[graph.input_ids[0]][1:]
     device = training["device"]
+    seed, epochs, batch_size, accumulate = (_py(int(training[k])) for k in (
+        "seed", "epochs", "batch_size", "grad_accumulation"))
 
-    title = source_name or "A Wiregrad graph"
+    # the file name and script name are the user's text: _text() keeps them inside the docstring
+    title = _text(source_name) if source_name else "A Wiregrad graph"
     header = f'''"""{title}: a PyTorch training script exported from Wiregrad on {time.strftime("%Y-%m-%d")}.
 
     One CPU or GPU:       python {{script}}
@@ -603,34 +646,41 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 # ---------------------------------------------------------------------------------------------
 # Settings from the Wiregrad document
 # ---------------------------------------------------------------------------------------------
-SEED = {training["seed"]}
-EPOCHS = {training["epochs"]}
-BATCH_SIZE = {training["batch_size"]}  # per process: under torchrun the global batch is this x processes
+SEED = {seed}
+EPOCHS = {epochs}
+BATCH_SIZE = {batch_size}  # per process: under torchrun the global batch is this x processes
 LEARNING_RATE = {_py(training["optimizer"]["lr"])}
 GRAD_CLIP = {_py(training["grad_clip"])}  # clip the global gradient norm to this (None: no clipping)
-ACCUMULATION_STEPS = {training["grad_accumulation"]}  # batches whose gradients add up per optimiser step
-AMP = {training["amp"]}  # mixed precision
+ACCUMULATION_STEPS = {accumulate}  # batches whose gradients add up per optimiser step
+AMP = {_py(bool(training["amp"]))}  # mixed precision
 SCHEDULE_STEPS = {_py(when)}  # when the learning-rate schedule steps
 CLASSIFY = {task == "classification"}
-INPUT_SHAPE = {_py(list(input_shape))}  # one sample, without the batch dimension
+INPUT_SHAPE = {_py([int(d) for d in input_shape])}  # one sample, without the batch dimension
 INPUT_DTYPE = {"np.int64" if int_input else "np.float32"}
 WEIGHTS = {_weights_default(weights_file)}  # the default for --weights
 DATASET = {_py_dict_lines(dataset)}
 DATA_OPTION = {_py(data_option)}  # which dataset option --data replaces
 '''
-    parts = [header, _section("Model: one layer per node of the graph")]
+    parts = [header.replace("{script}", _text(script_name)),
+             _section("Model: one layer per node of the graph")]
     if uses_init:
         parts.append(_INIT_HELPER.strip("\n") + "\n\n")
     parts.append(model_code)
-    title = f"Data: Wiregrad's {_py(dataset['name'])} dataset, split and normalised the same way"
+    title = f"Data: Wiregrad's {_text(dataset['name'])!r} dataset, split and normalised the same way"
     parts.append("\n" + _section(title))
     parts.append(data_source(dataset, targets, classes))
-    body = (_TRAINING.replace("@LOSS@", loss_expr).replace("@COMPUTE_LOSS@", compute)
-            .replace("@COUNT_CORRECT@", correct).replace("@OPTIMIZER@", _optimizer_source(training))
-            .replace("@SCHEDULER@", scheduler).replace("@DATA_HELP@", data_help)
-            .replace("@DEVICE@", _py(device)))
-    parts.append("\n" + body)
-    return "".join(parts).replace("{script}", script_name)
+    # one pass, so nothing filled in (a string parameter) is searched for placeholders again
+    fill = {"LOSS": loss_expr, "COMPUTE_LOSS": compute, "COUNT_CORRECT": correct,
+            "OPTIMIZER": _optimizer_source(training), "SCHEDULER": scheduler, "DATA_HELP": data_help,
+            "DEVICE": _py(device)}
+    parts.append("\n" + re.sub(r"@([A-Z_]+)@", lambda m: fill[m.group(1)], _TRAINING))
+    text = "".join(parts)
+    try:  # every piece above is escaped; a script that does not parse must never be written
+        ast.parse(text, filename=script_name)
+    except SyntaxError as exc:
+        raise ExportError(f"the generated script does not parse (line {exc.lineno}): {exc.msg}; "
+                          "please report this") from None
+    return text
 
 
 def _section(title: str) -> str:
@@ -650,7 +700,9 @@ def export_pytorch(doc: Document, path: str | Path, *, weights: str | Path | Non
                    base_dir: str | Path | None = None, source_name: str | None = None) -> Path:
     """Write the training script to `path`. With `weights` (a .safetensors file, a Wiregrad
     checkpoint or a run directory) the trained weights go next to it as <script>.safetensors and
-    become the script's default `--weights`."""
+    become the script's default `--weights`. Data Wiregrad ships (digits.npz) is copied next to it
+    too, so the folder runs anywhere; the user's own data stays where it is (`--data` points
+    elsewhere)."""
     from .weights import read_state_dict, save_weights
 
     path = Path(path)
@@ -665,6 +717,8 @@ def export_pytorch(doc: Document, path: str | Path, *, weights: str | Path | Non
                            script_name=path.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+    for name, source in bundled_files(doc.training["dataset"]["name"]).items():
+        shutil.copyfile(source, path.with_name(name))
     return path
 
 
@@ -677,4 +731,4 @@ def _check_weights_fit(doc: Document, state: Mapping[str, Any]) -> None:
                           "were they trained from another graph?")
 
 
-__all__ = ["export_pytorch", "generate_script", "model_source"]
+__all__ = ["bundled_files", "export_pytorch", "generate_script", "model_source"]

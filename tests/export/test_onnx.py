@@ -1,17 +1,20 @@
-"""ONNX export: checker-valid opset-17 models with a dynamic batch, whose outputs equal the engine's."""
+"""ONNX export: checker-valid opset-17 models with a dynamic batch that take raw inputs (the dataset's
+normalisation is inside), say so in their metadata, and whose outputs equal the engine's."""
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from export_helpers import engine_forward, engine_model  # noqa: E402
+from export_helpers import ROOT, engine_forward, engine_model  # noqa: E402
 from test_pytorch_export import NEW_LAYER_DOCS, image_doc, resampling_doc, sequence_doc  # noqa: E402
 
 from app.document import Document  # noqa: E402
 from app.export import ExportError, export_onnx  # noqa: E402
-from app.export.graph import dataset_input_shape  # noqa: E402
+from app.export.graph import dataset_input_shape, load_split  # noqa: E402
 from app.export.weights import state_dict_arrays  # noqa: E402
 
 
@@ -30,15 +33,110 @@ def test_every_example_passes_the_checker_with_a_dynamic_batch_dimension(example
     assert model.graph.input[0].name == "x"
 
 
-def test_every_example_runs_in_onnxruntime_like_the_engine(example, tmp_path):
+def test_every_example_in_onnxruntime_on_raw_inputs_matches_the_engine_on_normalised_ones(example, tmp_path):
+    norm = load_split(example).normalization
     shape = dataset_input_shape(example)
     model = engine_model(example, shape)
     path = export_onnx(example, tmp_path / "model.onnx", weights=state_dict_arrays(model.state_dict()))
     session = _session(path)
     for batch in (1, 6):
-        x = np.random.default_rng(batch).standard_normal((batch, *shape)).astype(np.float32)
-        (got,) = session.run(None, {"x": x})
-        np.testing.assert_allclose(got, engine_forward(model, x), atol=1e-5, rtol=0)
+        raw = norm.invert(np.random.default_rng(batch).standard_normal((batch, *shape)).astype(np.float32))
+        (got,) = session.run(None, {"x": raw})
+        np.testing.assert_allclose(got, engine_forward(model, norm.apply(raw)), atol=1e-5, rtol=0)
+
+
+def _trained_digits(tmp_path):
+    """mlp_digits trained for a few epochs by Wiregrad's trainer, and its validation samples as the
+    trainer saw them (normalised) and as they are in the file (raw pixel counts 0..16)."""
+    from app.datasets import load_dataset
+    from app.document import load_document
+    from app.training import Trainer
+
+    doc = load_document(ROOT / "assets" / "examples" / "mlp_digits.json")
+    trainer = Trainer(doc, tmp_path / "run", epochs=4, doctor=False)
+    trainer.run()
+    trainer.model.eval()
+    split = load_split(doc)
+    spec = dict(doc.training["dataset"], val_fraction=doc.training["val_fraction"], normalize="none")
+    raw = load_dataset(spec, int(doc.training["seed"])).x_val  # the same split, not normalised
+    return doc, trainer.model, split, raw
+
+
+def test_raw_digits_give_the_trained_models_predictions_and_the_metadata_says_what_a_user_needs(tmp_path):
+    from app.export.onnx_export import describe_onnx
+
+    doc, model, split, raw = _trained_digits(tmp_path)
+    assert raw.max() == 16.0 and np.array_equal(split.normalization.apply(raw), split.x_val)
+    path = export_onnx(doc, tmp_path / "digits.onnx", weights=state_dict_arrays(model.state_dict()))
+    (scores,) = _session(path).run(None, {"x": raw})
+    want = engine_forward(model, split.x_val)
+    np.testing.assert_allclose(scores, want, atol=1e-4, rtol=0)
+    assert np.array_equal(scores.argmax(1), want.argmax(1))
+    assert (scores.argmax(1) == split.y_val).mean() > 0.9
+    onnx_model = onnx.load(str(path))
+    assert [n.op_type for n in onnx_model.graph.node[:2]] == ["Sub", "Div"]
+    meta = {p.key: p.value for p in onnx_model.metadata_props}
+    assert json.loads(meta["class_names"]) == [str(d) for d in range(10)]
+    np.testing.assert_allclose(json.loads(meta["mean"]), split.normalization.mean, rtol=1e-6)
+    np.testing.assert_allclose(json.loads(meta["std"]), split.normalization.std, rtol=1e-6)
+    assert meta["normalization"] == "standard" and meta["normalization_in_graph"] == "true"
+    assert meta["task"] == "classification" and meta["input_layout"].startswith("NF")
+    assert json.loads(meta["input_shape"]) == [64]
+    from importlib.metadata import version
+
+    assert meta["wiregrad_version"] == version("wiregrad")
+    assert describe_onnx(path) == ("raw inputs (normalisation inside), class names and mean/std in the "
+                                   "metadata")
+    # the same model without the normalisation inside wants normalised inputs, as before
+    bare = export_onnx(doc, tmp_path / "bare.onnx", weights=state_dict_arrays(model.state_dict()),
+                       normalize_inputs=False)
+    (bare_scores,) = _session(bare).run(None, {"x": split.x_val})
+    np.testing.assert_allclose(bare_scores, want, atol=1e-4, rtol=0)
+    assert "no normalisation inside" in describe_onnx(bare)
+    (raw_into_bare,) = _session(bare).run(None, {"x": raw})  # what users got before: other answers
+    assert not np.array_equal(raw_into_bare.argmax(1), want.argmax(1))
+
+
+def test_the_export_dialog_says_the_onnx_model_takes_raw_inputs(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from app.document import load_document
+    from app.main_window import MainWindow
+
+    doc = load_document(ROOT / "assets" / "examples" / "mlp_digits.json")
+    win = MainWindow(doc, settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat),
+                     recovery_dir=tmp_path / "recovery")
+    errors = []
+    win.show_error = lambda title, text: errors.append((title, text))
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    qtbot.waitExposed(win)
+    try:
+        assert win.export_to("onnx", tmp_path / "digits.onnx") and not errors
+        message = win.statusBar().currentMessage()
+        assert message == ("Exported digits.onnx with freshly initialised weights: raw inputs (normalisation "
+                           "inside), class names and mean/std in the metadata")
+        win.grab().save(str(tmp_path / "export_onnx.png"))
+        assert win.export_to("pytorch", tmp_path / "train_digits.py") and not errors
+        assert "(in train_digits.safetensors and digits.npz beside it)" in win.statusBar().currentMessage()
+        assert (tmp_path / "digits.npz").exists()
+    finally:
+        win.training.shutdown()
+
+
+def test_image_inputs_are_normalised_per_channel_inside_the_graph(tmp_path):
+    from app.document import load_document
+
+    doc = load_document(ROOT / "assets" / "examples" / "cnn_digits.json")
+    split = load_split(doc)
+    model = engine_model(doc, split.input_shape)
+    path = export_onnx(doc, tmp_path / "cnn.onnx", weights=state_dict_arrays(model.state_dict()))
+    raw = split.normalization.invert(split.x_val[:16])
+    (got,) = _session(path).run(None, {"x": raw})
+    np.testing.assert_allclose(got, engine_forward(model, split.normalization.apply(raw)), atol=1e-4, rtol=0)
+    meta = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    assert meta["input_layout"].startswith("NCHW") and np.shape(json.loads(meta["mean"])) == (1, 1, 1)
 
 
 @pytest.mark.parametrize("make_doc", [image_doc, sequence_doc, *NEW_LAYER_DOCS])
