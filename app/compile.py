@@ -159,7 +159,10 @@ class CompiledModel(nn.Module):
                 for port in spec.inputs]
             if node.type in NO_MODULE:
                 continue
-            cls = _module_class(node.type, spec.class_name(params))
+            try:
+                cls = _module_class(node.type, spec.class_name(params))
+            except CompileError as exc:  # name the node, so the training check can pin it there
+                raise CompileError(f"node {nid}: {exc}") from None
             try:
                 module = cls(**spec.engine_kwargs(params, node_info.in_shapes))
             except (TypeError, ValueError) as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Literal
 
 
@@ -31,17 +32,23 @@ Severity = Literal["error", "warning"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One validation finding. `node_id` is None for whole-graph problems (e.g. "no Output node")."""
+    """One validation finding. `node_id` is None for whole-graph problems (e.g. "no Output node").
+    `field` names a training setting at fault (`training.lr_schedule.options.T_max`) when there is one;
+    `detail` holds what only a Details view shows (a traceback), never part of the one-line message."""
 
     node_id: str | None
     port: str | None
     message: str
     severity: Severity = "error"
+    field: str | None = None
+    detail: str | None = _field(default=None, compare=False, repr=False)
 
 
 def format_problem(p: Problem) -> str:
     """The CLI line for a problem: `node fc2, port in: expects (N, 64), got (N, 32)`."""
     where = []
+    if p.field is not None:
+        where.append(p.field)
     if p.node_id is not None:
         where.append(f"node {p.node_id}")
     if p.port is not None:

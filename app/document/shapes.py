@@ -28,6 +28,7 @@ class NodeInfo:
     macs: int | None = None
     problem: Problem | None = None
     blocked: bool = False
+    from_rule: bool = False  # the problem came from the shape rule (so from the shapes flowing in)
 
     @property
     def ok(self) -> bool:
@@ -204,6 +205,7 @@ def _infer_node(node: Any, info: NodeInfo, edges: list[Edge], infos: Mapping[str
         info.out_shapes = spec.shape_fn(params, in_shapes)
     except ShapeError as exc:
         info.problem = Problem(nid, exc.port, exc.message)
+        info.from_rule = True
         return
     info.param_count = spec.count_fn(params, in_shapes)
     info.macs = spec.macs_fn(params, in_shapes)

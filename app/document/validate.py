@@ -8,7 +8,7 @@ import networkx as nx
 
 from .document import Document, _parse_document, migrate
 from .errors import DocumentError, Problem, format_problem
-from .shapes import infer_shapes
+from .shapes import GraphInfo, infer_shapes
 
 __all__ = ["Problem", "format_problem", "validate"]
 
@@ -45,9 +45,15 @@ def _raw_problems(data: Mapping[str, Any]) -> list[Problem]:
 
 
 def validate(doc: Document | Mapping[str, Any],
-             input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None) -> list[Problem]:
+             input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None, *,
+             shape_known: bool = True, info: GraphInfo | None = None) -> list[Problem]:
     """All problems of a document (or of a parsed JSON dict, which may be more broken than a
-    loadable Document: unknown types, duplicate ids, dangling wires). Errors then warnings."""
+    loadable Document: unknown types, duplicate ids, dangling wires). Errors then warnings.
+
+    `shape_known=False` says the dataset could not be loaded, so dataset-driven Inputs carry only a
+    placeholder shape: a shape rule failing downstream of one is not the node's fault and is left out
+    (the dataset problem is reported on the training field instead). `info` is this document's
+    `infer_shapes(doc, input_shape)` when the caller has it already (inference runs once per edit)."""
     problems: list[Problem] = []
     if not isinstance(doc, Document):
         try:
@@ -65,12 +71,21 @@ def validate(doc: Document | Mapping[str, Any],
     if not outputs:
         problems.append(Problem(None, None, "the graph has no Output node (the loss)"))
 
-    info = infer_shapes(doc, input_shape)
+    if info is None:
+        info = infer_shapes(doc, input_shape)
     g = info.graph
     # the compiled model is what leads to an Output: a node off that path (one just dropped on the canvas,
     # a half-wired branch) is left out of training, so its problem is a warning, not a reason to refuse
     needed = set(outputs).union(*(nx.ancestors(g, out) for out in outputs)) if outputs else None
+    unsure: set[str] = set()
+    if not shape_known:
+        for nid in inputs:
+            params = info.nodes[nid].params
+            if params is not None and params["dataset_driven"]:
+                unsure |= {nid, *nx.descendants(g, nid)}
     for problem in info.problems:
+        if problem.node_id in unsure and info.nodes[problem.node_id].from_rule:
+            continue
         if needed is not None and problem.node_id is not None and problem.node_id not in needed:
             problem = Problem(problem.node_id, problem.port,
                               f"{problem.message} (it does not lead to an Output, so training leaves it out)",

@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
 from app.document import Document, DocumentError, NodeSpec, format_problem, get_spec, infer_shapes, validate
+
+if TYPE_CHECKING:
+    from app.datasets.split import DatasetSplit
 
 Shape = tuple[int | None, ...]
 
@@ -70,16 +73,23 @@ class ExportGraph:
         return resolved
 
 
-def dataset_input_shape(doc: Document, base_dir: str | Path | None = None) -> tuple[int, ...] | None:
-    """The per-sample shape of the document's dataset, or None when it can't be loaded here."""
+def load_split(doc: Document, base_dir: str | Path | None = None) -> DatasetSplit | None:
+    """The document's dataset as the trainer splits and normalises it, or None when it can't be
+    loaded here."""
     from app.datasets import DatasetError, load_dataset
 
     spec = dict(doc.training["dataset"])
     spec.setdefault("val_fraction", doc.training["val_fraction"])
     try:
-        return load_dataset(spec, int(doc.training["seed"]), base_dir=base_dir).input_shape
+        return load_dataset(spec, int(doc.training["seed"]), base_dir=base_dir)
     except (DatasetError, OSError, ValueError):
         return None
+
+
+def dataset_input_shape(doc: Document, base_dir: str | Path | None = None) -> tuple[int, ...] | None:
+    """The per-sample shape of the document's dataset, or None when it can't be loaded here."""
+    split = load_split(doc, base_dir)
+    return None if split is None else split.input_shape
 
 
 def plan_export(doc: Document, input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None

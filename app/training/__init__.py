@@ -16,6 +16,7 @@ _EXPORTS = {
     "errors": ("CheckpointError", "TrainerError"),
     "lr_finder": ("LRFindResult", "find_lr", "suggest_lr"),
     "sanity": ("SanityResult", "overfit_one_batch"),
+    "preflight": ("Preflight", "PreflightError", "check_training", "preflight"),
     "trainer": ("STATES", "Trainer"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -5,6 +5,8 @@ that the editor makes into undoable commands.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -12,8 +14,10 @@ from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QPainter, QPen, QTransform
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent
 
-from app.document import Document, DocumentEvent, Edge, GraphInfo, Problem, format_shape, infer_shapes
+from app.document import Document, DocumentEvent, Edge, GraphInfo, Problem, format_shape
 from app.document.catalogue import find_spec
+from app.training.preflight import dataset_input_shape as preflight_shape
+from app.training.preflight import preflight
 from widgets.theme import current_theme
 
 from .items import GRID, DragWire, NodeItem, PortItem, WireItem, to_doc, to_scene
@@ -23,6 +27,8 @@ _STRUCTURE_EVENTS = {"node_added", "node_removed", "node_renamed", "pasted", "ed
 
 @lru_cache(maxsize=16)
 def _dataset_shape(key: str) -> tuple[int, ...] | None:
+    """The sample shape of a (built-in or synthetic) dataset spec given as sorted JSON, or None (the
+    inspector's note on dataset options asks this for specs the document does not hold)."""
     from app.datasets import DATASETS, load_dataset
 
     spec = json.loads(key)
@@ -36,11 +42,9 @@ def _dataset_shape(key: str) -> tuple[int, ...] | None:
 
 
 def dataset_input_shape(doc: Document) -> tuple[int, ...] | None:
-    """Per-sample input shape of the document's (built-in or synthetic) dataset, or None."""
-    try:
-        return _dataset_shape(json.dumps(doc.training.get("dataset"), sort_keys=True))
-    except (TypeError, ValueError):
-        return None
+    """Per-sample input shape of the document's dataset, or None. A file dataset counts only once something
+    (Start, the CLI, the Trainer) has loaded it: reading user files on every edit would stall the UI."""
+    return preflight_shape(doc, cached_only=True)
 
 
 class GraphScene(QGraphicsScene):
@@ -57,6 +61,7 @@ class GraphScene(QGraphicsScene):
         self.wires: dict[Edge, WireItem] = {}
         self.info: GraphInfo | None = None
         self.statuses: dict[str, Problem] = {}  # what each node's badge shows (see node_statuses)
+        self.problems: list[Problem] = []  # everything the training check found (fields too)
         self.snap_to_grid = False
         self._dirty: set[str] = set()
         self._all_dirty = True
@@ -187,9 +192,14 @@ class GraphScene(QGraphicsScene):
             return
         self._all_dirty = False
         self._dirty.clear()
-        info = infer_shapes(self.doc, dataset_input_shape(self.doc))
+        # the checker Start, the CLI and the Trainer run (without its deep step), so a badge says what Start
+        # would refuse; the dataset is cached, and the optimiser check waits until the engine is loaded
+        check = preflight(self.doc, cached_only=True, optimizer="engine.optim" in sys.modules)
+        info = check.info
+        assert info is not None
         self.info = info
-        self.statuses = node_statuses(self.doc, info)
+        self.problems = check.problems
+        self.statuses = node_statuses(self.doc, info, check.problems)
         for node_id, item in self.nodes.items():
             item.set_state(self.doc.nodes[node_id], info.nodes.get(node_id), self.statuses.get(node_id))
         for edge, wire in self.wires.items():
@@ -314,10 +324,12 @@ class GraphScene(QGraphicsScene):
             self._drag = None
 
 
-def node_statuses(doc: Document, info: GraphInfo) -> dict[str, Problem]:
+def node_statuses(doc: Document, info: GraphInfo, checked: Iterable[Problem] = ()) -> dict[str, Problem]:
     """The problem each node's badge shows. Wiring that is merely unfinished is a warning (amber):
     an input port with nothing wired, or an output that goes nowhere, so nothing the node computes
-    reaches a loss. Everything else inference finds wrong stays an error (red)."""
+    reaches a loss. Everything else inference finds wrong stays an error (red). `checked` are the
+    training check's problems (dtypes, the loss against the targets, memory...): an error there turns
+    the node's badge red; a warning shows where the node has nothing else to say."""
     wired_in = {(e.dst, e.dst_port) for e in doc.edges}
     feeds = {e.src for e in doc.edges}
     statuses: dict[str, Problem] = {}
@@ -337,6 +349,13 @@ def node_statuses(doc: Document, info: GraphInfo) -> dict[str, Problem]:
         elif dead_end:
             statuses[node_id] = Problem(node_id, None, "its output goes nowhere: nothing it computes reaches "
                                                        "the loss; wire it on, or delete it", "warning")
+    for problem in checked:
+        node_info = info.nodes.get(problem.node_id) if problem.node_id is not None else None
+        if node_info is None or node_info.problem is not None:  # inference's own say is handled above
+            continue
+        current = statuses.get(problem.node_id)
+        if current is None or (problem.severity == "error" and current.severity == "warning"):
+            statuses[problem.node_id] = problem
     return statuses
 
 
