@@ -1439,6 +1439,11 @@ def close_types(name: str) -> list[str]:
     """Known type names that look like `name` (for "did you mean" messages)."""
     if not isinstance(name, str):
         return []
+    # difflib's ratio is 2*matches/(len(a)+len(b)), so a name over (2/0.6 - 1) times the longest type
+    # name can never reach the cutoff; comparing a 20 MB one anyway took seconds (and twice per load)
+    longest = max(len(t) for t in _SPECS)
+    if len(name) > 3 * longest:
+        return []
     lowered = {t.lower(): t for t in _SPECS}
     if name.lower() in lowered:  # only the capitalisation is off
         return [lowered[name.lower()]]

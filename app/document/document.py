@@ -580,6 +580,8 @@ def _check_name(name: Any, node_id: str) -> str | None:
         return None
     if not isinstance(name, str) or len(name) > 200:
         raise DocumentError(f"node {node_id}: name must be a text of at most 200 characters")
+    if _SURROGATE.search(name):
+        raise DocumentError(f"node {node_id}: the name holds text that is not valid Unicode")
     return name
 
 
@@ -645,6 +647,7 @@ def _parse_document(data: Any, *, strict: bool) -> Document:
         raise DocumentError(f"'edges' must be a list, got {_json_type(raw_edges)}")
     if len(raw_edges) > MAX_EDGES:
         raise DocumentError(f"the graph has {len(raw_edges)} wires; at most {MAX_EDGES} are allowed")
+    seen_edges: dict[Edge, int] = {}
     for i, raw in enumerate(raw_edges):
         edge = _parse_edge(raw, i)
         dangling = [n for n in (edge.src, edge.dst) if n not in doc.nodes]
@@ -654,6 +657,10 @@ def _parse_document(data: Any, *, strict: bool) -> Document:
             continue
         if strict:
             _check_edge_ports(doc, edge, i)
+            if edge in seen_edges:  # the editor refuses a wire twice (connect); so does loading
+                raise DocumentError(f"edge {i + 1} ({edge}) is the same wire as edge {seen_edges[edge] + 1}; "
+                                    "a wire can connect two ports only once")
+            seen_edges[edge] = i
         doc.edges.append(edge)
     if "training" in data:
         doc.training = _parse_training(data["training"])
@@ -855,11 +862,40 @@ def _migrate_0_to_1(data: dict[str, Any]) -> dict[str, Any]:
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1}
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_unicode(data: Any) -> None:
+    """JSON may spell a lone surrogate ("\\ud800"), which is no character: it can't be printed or
+    saved as UTF-8 (a UnicodeEncodeError in `wiregrad validate` and in Save). Refuse it on load,
+    naming where it is."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            texts = [value]
+        elif isinstance(value, dict):
+            texts = [k for k in value if isinstance(k, str)]
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            texts = []
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
+        else:
+            continue
+        for text in texts:
+            m = _SURROGATE.search(text)
+            if m is not None:
+                spot = _SURROGATE.sub("?", where) or "the document"
+                raise DocumentError(f"{spot} holds text that is not valid Unicode (a lone surrogate "
+                                    f"\\u{ord(m.group()):04x}, which UTF-8 can't store)")
+
+
 def migrate(data: Any) -> Any:
     """Upgrade a parsed document of an older version to the current one (the input is not changed).
     Refuses documents that are not Wiregrad graphs or come from a newer Wiregrad."""
     if not isinstance(data, dict):
         raise DocumentError(f"a graph document is a JSON object, got {_json_type(data)}")
+    _check_unicode(data)
     _check_format(data)
     version = data.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
@@ -921,13 +957,12 @@ def loads_document(text: str | bytes) -> Document:
 
 def load_document(path: str | os.PathLike[str]) -> Document:
     """Read a document file. Raises DocumentError (also for unreadable files)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_TEXT_CHARS * 4 + 1)
+    from app.files import MAX_GRAPH_BYTES, describe_os_error, read_bytes
+
+    try:  # a FIFO, a device or a folder is refused before it can block or eat memory
+        raw = read_bytes(path, MAX_GRAPH_BYTES)
     except OSError as exc:
-        raise DocumentError(f"can't read {os.fspath(path)}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_TEXT_CHARS * 4:
-        raise DocumentError(f"{os.fspath(path)} is too large to be a graph document")
+        raise DocumentError(f"can't read {os.fspath(path)}: {describe_os_error(exc)}") from None
     try:
         return loads_document(raw)
     except DocumentError as exc:  # say which file: the user may have several open
@@ -959,6 +994,10 @@ def save_document(doc: Document, path: str | os.PathLike[str]) -> None:
     path = os.fspath(path)
     try:
         text = dumps_document(doc)
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DocumentError(f"can't save {path}: the document holds text that is not valid Unicode "
+                            "(a lone surrogate)") from None
     except (TypeError, ValueError) as exc:
         raise DocumentError(
             f"can't save {path}: the document holds a value JSON can't store ({exc})") from None
@@ -966,10 +1005,12 @@ def save_document(doc: Document, path: str | os.PathLike[str]) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise DocumentError(f"can't save {path}: {exc.strerror or exc}") from None
+        from app.files import describe_os_error
+
+        raise DocumentError(f"can't save {path}: {describe_os_error(exc)}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         try:
@@ -984,7 +1025,9 @@ def save_document(doc: Document, path: str | os.PathLike[str]) -> None:
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise DocumentError(f"can't save {path}: {exc.strerror or exc}") from None
+            from app.files import describe_os_error
+
+            raise DocumentError(f"can't save {path}: {describe_os_error(exc)}") from None
         raise
     if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
         try:

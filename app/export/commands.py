@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from .graph import ExportError
@@ -16,22 +20,46 @@ def cmd_export(args: argparse.Namespace) -> int:
     doc = load_document(args.graph)
     base_dir = Path(args.graph).resolve().parent
     out = Path(args.output)
-    if args.to == "pytorch":
-        from .pytorch import export_pytorch
 
-        export_pytorch(doc, out, weights=args.weights, base_dir=base_dir, source_name=Path(args.graph).stem)
-    elif args.to == "onnx":
-        from .onnx_export import export_onnx
+    def write(target: Path) -> None:
+        if args.to == "pytorch":
+            from .pytorch import export_pytorch
 
-        export_onnx(doc, out, weights=args.weights, base_dir=base_dir)
-    else:
-        from .weights import read_state_dict, save_weights
+            export_pytorch(doc, target, weights=args.weights, base_dir=base_dir,
+                           source_name=Path(args.graph).stem)
+        elif args.to == "onnx":
+            from .onnx_export import export_onnx
 
-        if args.weights is None:
-            raise ExportError("--to safetensors needs --weights RUN_DIR or a checkpoint")
-        save_weights(read_state_dict(args.weights), out)
+            export_onnx(doc, target, weights=args.weights, base_dir=base_dir)
+        else:
+            from .weights import read_state_dict, save_weights
+
+            if args.weights is None:
+                raise ExportError("--to safetensors needs --weights RUN_DIR or a checkpoint")
+            save_weights(read_state_dict(args.weights), target)
+
+    try:
+        _write_staged(out, write)
+    except OSError as exc:  # disk full, read-only folder, a file where a folder should be
+        from app.files import describe_os_error
+
+        raise ExportError(f"can't write {exc.filename or out}: {describe_os_error(exc)}") from None
     print(f"wrote {out}")
     return 0
+
+
+def _write_staged(out: Path, write: Callable[[Path], None]) -> None:
+    """Let `write` make its files (the script, its weights, bundled data) in a hidden folder next to
+    `out`, then move each into place: a full disk or any failure leaves the files that were there
+    before untouched, and no half-written file behind."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        write(stage / out.name)
+        for made in stage.iterdir():  # the same folder's file system: each rename is atomic
+            os.replace(made, out.parent / made.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -62,8 +90,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         help="trained weights: a run directory, a checkpoint or a .safetensors file")
     export.set_defaults(func=cmd_export)
 
-    imp = sub.add_parser("import", help="turn a PyTorch nn.Module (FILE.py:ClassName) into a graph document")
-    imp.add_argument("target", metavar="FILE.py:ClassName")
+    imp = sub.add_parser(
+        "import", help="turn a PyTorch nn.Module (FILE.py:ClassName) into a graph document (runs FILE.py)",
+        description="Turn a PyTorch nn.Module into a graph document. WARNING: this runs FILE.py (it is "
+                    "imported as Python code to find the class), with your permissions: only import code "
+                    "you trust.")
+    imp.add_argument("target", metavar="FILE.py:ClassName",
+                     help="the file (or module) and the class; the file is executed: only code you trust")
     imp.add_argument("-o", "--output", required=True, metavar="GRAPH.json")
     imp.add_argument("--input-shape",
                      help="one sample's shape, e.g. 1,28,28 (default: the script's INPUT_SHAPE)")

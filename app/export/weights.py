@@ -33,12 +33,17 @@ def state_dict_arrays(state: Mapping[str, Any]) -> dict[str, np.ndarray]:
 def save_weights(state: Mapping[str, Any], path: str | Path, *, metadata: Mapping[str, str] | None = None
                  ) -> Path:
     """Write a state dict (e.g. `model.state_dict()`) as .safetensors; returns the path."""
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
+
+    from app.files import atomic_write
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": "wiregrad.weights", **(metadata or {})}
-    save_file(state_dict_arrays(state), str(path), metadata=meta)
+    data = save(state_dict_arrays(state), metadata=meta)
+    # written by us, atomically: a full disk is an OSError naming the reason (the library's own writer
+    # raised its SafetensorError) and never leaves half a file where the previous one was
+    atomic_write(path, lambda f: f.write(data))
     return path
 
 
@@ -47,6 +52,14 @@ def load_weights(path: str | Path) -> dict[str, np.ndarray]:
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
+    from app.files import MAX_WEIGHTS_BYTES, check_regular, describe_os_error
+
+    try:  # a FIFO or a device would block or never end inside the reader
+        check_regular(path, MAX_WEIGHTS_BYTES)
+    except FileNotFoundError:
+        raise ExportError(f"{path}: weights file not found") from None
+    except OSError as exc:
+        raise ExportError(f"{path}: not a readable .safetensors file ({describe_os_error(exc)})") from None
     try:
         return load_file(str(path))
     except FileNotFoundError:
@@ -72,14 +85,21 @@ def read_state_dict(source: str | Path) -> dict[str, np.ndarray]:
     return checkpoint_state_dict(path)
 
 
-def checkpoint_state_dict(path: str | Path) -> dict[str, np.ndarray]:
-    """The model weights of a Wiregrad training checkpoint."""
-    import engine
+def _read_checkpoint_object(path: str | Path) -> Any:
+    """The raw object of a checkpoint, read with the checkpoint reader's guards (regular files only,
+    no zip bombs); its one-line reason becomes an ExportError."""
+    from app.training.checkpoint import open_checkpoint
+    from app.training.errors import CheckpointError
 
     try:
-        obj = engine.load(str(path))
-    except Exception as exc:  # the engine's reader names the problem; keep it in user terms
-        raise ExportError(f"{path}: not a readable Wiregrad checkpoint ({exc})") from None
+        return open_checkpoint(path)
+    except CheckpointError as exc:
+        raise ExportError(str(exc)) from None
+
+
+def checkpoint_state_dict(path: str | Path) -> dict[str, np.ndarray]:
+    """The model weights of a Wiregrad training checkpoint."""
+    obj = _read_checkpoint_object(path)
     if not isinstance(obj, Mapping) or not isinstance(obj.get("model"), Mapping):
         raise ExportError(f"{path}: the checkpoint holds no model weights")
     return state_dict_arrays(obj["model"])
@@ -87,12 +107,13 @@ def checkpoint_state_dict(path: str | Path) -> dict[str, np.ndarray]:
 
 def checkpoint_document(path: str | Path) -> dict[str, Any] | None:
     """The document a checkpoint was trained from (as a dict), when it records one."""
-    import engine
-
-    obj = engine.load(str(path))
+    obj = _read_checkpoint_object(path)
     meta = obj.get("meta") if isinstance(obj, Mapping) else None
     if isinstance(meta, str):
-        meta = json.loads(meta)
+        try:
+            meta = json.loads(meta)
+        except (ValueError, RecursionError):
+            raise ExportError(f"{path}: the checkpoint's metadata is not readable JSON") from None
     return meta.get("document") if isinstance(meta, Mapping) else None
 
 
