@@ -10,29 +10,28 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
+    QHeaderView,
     QLabel,
+    QMenu,
     QPushButton,
     QSplitter,
+    QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
+from app.training.doctor import DEFAULT_POLICY, RULE_TITLES, format_evidence
+from widgets.plots import PlainAxis
 from widgets.theme import current_theme
 
+LR_PLOT_MIN_H = 180  # the LR finder's plot: readable ticks on both axes, not a strip
 SEVERITY_ICON = {"error": "✖", "warning": "⚠", "info": "ℹ"}  # glyphs DejaVu Sans has (⛔ drew a box)
 
 
 def _evidence_text(evidence: dict[str, Any]) -> str:
-    parts = []
-    for k, v in evidence.items():
-        if isinstance(v, float):
-            v = f"{v:.3g}"
-        elif isinstance(v, list | tuple) and len(v) > 4:
-            v = f"[{len(v)} values]"
-        parts.append(f"{k}={v}")
-    return ", ".join(parts)
+    return format_evidence(evidence)
 
 
 class DoctorPanel(QWidget):
@@ -40,18 +39,27 @@ class DoctorPanel(QWidget):
 
     node_clicked = Signal(str)
     apply_lr_requested = Signal(float)
+    policy_changed = Signal(dict)  # rule -> "pause" / "warn", the whole policy
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         theme = current_theme()
         self.findings: list[Any] = []
         self.tree = QTreeWidget()
-        self.tree.setHeaderLabels(["", "Node", "Finding", "Suggested fix", "Evidence"])
+        # a side dock is narrow: the list names what and where; the fix and the evidence read in full
+        # in the detail below (and in the tooltip), never behind a horizontal scroll bar
+        self.tree.setHeaderLabels(["", "Node", "Finding"])
         self.tree.setRootIsDecorated(False)
         self.tree.setAlternatingRowColors(True)
         self.tree.setWordWrap(True)
-        for col, width in enumerate((28, 70, 260, 260)):
-            self.tree.setColumnWidth(col, width)
+        self.tree.setTextElideMode(Qt.ElideRight)
+        self.tree.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        header = self.tree.header()
+        header.setStretchLastSection(True)
+        header.setSectionResizeMode(0, QHeaderView.Fixed)
+        header.setSectionResizeMode(1, QHeaderView.Interactive)
+        self.tree.setColumnWidth(0, 28)
+        self.tree.setColumnWidth(1, 70)
         self.tree.itemClicked.connect(self._clicked)
         self.tree.currentItemChanged.connect(lambda item, _prev: self._show_detail(item))
         # the list is too narrow for whole sentences in a side dock: the selected finding reads in full here
@@ -64,26 +72,59 @@ class DoctorPanel(QWidget):
         self.empty = QLabel("No findings yet: the doctor watches gradients, loss and activations "
                             "while training.")
         self.empty.setWordWrap(True)
+        self.empty.setAlignment(Qt.AlignTop | Qt.AlignLeft)
         self.empty.setStyleSheet(f"color: {theme.muted}; padding: 6px")
 
         self.check_title = QLabel("<b>Checks</b>")
         self.check_text = QLabel("Run the LR finder or the overfit-one-batch check from the Training panel.")
         self.check_text.setWordWrap(True)
         self.check_text.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.lr_plot = pg.PlotWidget(background=theme.base)
-        self.lr_plot.setTitle("LR range test: loss vs lr", color=theme.text, size="9pt")
+        # plain lr tick labels on a log axis (0.001, 0.01, 0.1: no "x0.001" scale to misread)
+        self.lr_plot = pg.PlotWidget(background=theme.base,
+                                     axisItems={"left": PlainAxis("left"), "bottom": PlainAxis("bottom")})
+        self.lr_plot.setTitle("LR range test: smoothed loss vs lr", color=theme.text, size="9pt")
         self.lr_plot.setLogMode(x=True)
-        self.lr_plot.getPlotItem().setLabel("bottom", "lr")
-        self.lr_plot.getPlotItem().setLabel("left", "loss (smoothed)")
+        self.lr_plot.showGrid(x=True, y=True, alpha=0.25)
+        for side in ("left", "bottom"):
+            axis = self.lr_plot.getPlotItem().getAxis(side)
+            axis.setTextPen(theme.muted)
+            axis.setPen(theme.grid_major)
+        self.lr_plot.getPlotItem().setLabel("bottom", "learning rate", color=theme.muted)
+        self.lr_plot.setMinimumHeight(LR_PLOT_MIN_H)
         self.lr_plot.hide()
         self.suggested: float | None = None
         self.apply_button = QPushButton("Use this lr")
         self.apply_button.hide()
         self.apply_button.clicked.connect(self._apply_suggested)
 
+        # what a finding does to the run: pause (like NaN) or only warn, per rule
+        self.policy_label = QLabel()
+        self.policy_label.setWordWrap(True)
+        self.policy_label.setStyleSheet(f"color: {theme.muted}; padding: 2px 6px")
+        self.policy_button = QToolButton()
+        self.policy_button.setText("Policy ▾")
+        # the menu arrow is in the text: the drawn indicator overlapped it
+        self.policy_button.setStyleSheet("QToolButton::menu-indicator { image: none; }")
+        self.policy_button.setToolTip("Choose which findings pause training (the others only warn)")
+        self.policy_button.setPopupMode(QToolButton.InstantPopup)
+        self.policy_menu = QMenu(self.policy_button)
+        self.policy_actions = {}
+        for rule, title in RULE_TITLES.items():
+            act = self.policy_menu.addAction(f"Pause on {title}")
+            act.setCheckable(True)
+            act.setChecked(DEFAULT_POLICY.get(rule) == "pause")
+            act.toggled.connect(self._policy_toggled)
+            self.policy_actions[rule] = act
+        self.policy_button.setMenu(self.policy_menu)
+        self._show_policy()
+
         top = QWidget()
         tl = QVBoxLayout(top)
         tl.setContentsMargins(0, 0, 0, 0)
+        prow = QHBoxLayout()
+        prow.addWidget(self.policy_label, 1)
+        prow.addWidget(self.policy_button)
+        tl.addLayout(prow)
         tl.addWidget(self.empty)
         tl.addWidget(self.tree, 1)
         tl.addWidget(self.detail)
@@ -101,6 +142,8 @@ class DoctorPanel(QWidget):
         split.addWidget(top)
         split.addWidget(bottom)
         split.setSizes([300, 160])
+        split.setChildrenCollapsible(False)
+        self.split = split
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
@@ -121,14 +164,15 @@ class DoctorPanel(QWidget):
         if f.step is not None:
             where += f" · step {f.step}"
         item = QTreeWidgetItem([SEVERITY_ICON.get(f.severity, "•"), f.node_id or "—",
-                                f"{f.message}" + (f"  ({where.strip(' ·')})" if where else ""),
-                                f.suggestion, _evidence_text(f.evidence)])
+                                f"{f.message}" + (f"  ({where.strip(' ·')})" if where else "")])
         color = {"error": theme.error, "warning": theme.warning}.get(f.severity, theme.text)
         item.setForeground(0, pg.mkColor(color))
         item.setForeground(2, pg.mkColor(color))
-        item.setToolTip(2, f"{f.rule}: {f.message}")
-        item.setToolTip(3, f.suggestion)
-        item.setToolTip(4, _evidence_text(f.evidence))
+        tip = f"{f.message}\n\nTry: {f.suggestion}"
+        if f.evidence:
+            tip += f"\n\n{_evidence_text(f.evidence)}"
+        for col in range(3):
+            item.setToolTip(col, tip)
         item.setData(0, Qt.UserRole, f.node_id)
         item.setData(1, Qt.UserRole, len(self.findings) - 1)
         self.tree.insertTopLevelItem(0, item)
@@ -168,13 +212,47 @@ class DoctorPanel(QWidget):
 
     # --- checks ------------------------------------------------------------------------------------------
     def show_check_running(self, what: str) -> None:
+        """A new check replaces the last one's result: an old LR plot and its "Use this lr" would read
+        as the answer of the check now running."""
+        self.clear_check()
         self.check_text.setText(f"{what}: running on a fresh copy of the model…")
+
+    def clear_check(self) -> None:
+        self.lr_plot.clear()
+        self.lr_plot.hide()
+        self.apply_button.hide()
+        self.suggested = None
+
+    # --- policy ------------------------------------------------------------------------------------------
+    def policy(self) -> dict[str, str]:
+        """Rule -> "pause" or "warn", as ticked in the Policy menu."""
+        return {rule: "pause" if act.isChecked() else "warn" for rule, act in self.policy_actions.items()}
+
+    def set_policy(self, policy: dict[str, str]) -> None:
+        """Tick the rules `policy` pauses on; rules it leaves out only warn (as in the trainer)."""
+        for rule, act in self.policy_actions.items():
+            act.setChecked(policy.get(rule) == "pause")
+
+    def _policy_toggled(self, _on: bool) -> None:
+        self._show_policy()
+        self.policy_changed.emit(self.policy())
+
+    def _show_policy(self) -> None:
+        paused = [RULE_TITLES[r] for r, a in self.policy().items() if a == "pause"]
+        self.policy_label.setText("Pauses training on NaN/Inf" + (", " + ", ".join(paused) if paused else "")
+                                  + "; warns on the rest")
 
     def show_lr_result(self, result: Any) -> None:
         """Plot loss vs lr and propose `result.suggestion`."""
         theme = current_theme()
-        self.lr_plot.clear()
+        self.clear_check()
         self.lr_plot.show()
+        sizes = self.split.sizes()
+        want = LR_PLOT_MIN_H + self.check_text.sizeHint().height() + self.check_title.sizeHint().height() + 24
+        if not self.findings:  # nothing above but the policy and a line of text: the plot takes the room
+            want = max(want, round(sum(sizes) * 0.6))
+        if sizes[1] < want and sum(sizes) > want:  # the plot, not the (often empty) list, gets the room
+            self.split.setSizes([sum(sizes) - want, want])
         lrs = np.asarray(result.lrs, dtype=float)
         self.lr_plot.plot(lrs, np.asarray(result.losses, dtype=float), pen=pg.mkPen(theme.accent, width=2))
         self.suggested = result.suggestion
@@ -194,6 +272,7 @@ class DoctorPanel(QWidget):
 
     def show_overfit_result(self, result: Any) -> None:
         theme = current_theme()
+        self.clear_check()
         color = theme.ok if result.passed else theme.error
         mark = "✓ passed" if result.passed else "✗ failed"
         acc = f", batch accuracy {result.accuracy:.0%}" if result.accuracy is not None else ""
@@ -202,6 +281,7 @@ class DoctorPanel(QWidget):
 
     def show_check_error(self, what: str, message: str) -> None:
         color = current_theme().error
+        self.clear_check()
         self.check_text.setText(f"<span style='color:{color}'>{what} failed: {message}</span>")
 
     def _apply_suggested(self) -> None:

@@ -14,6 +14,7 @@ from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
+    QDockWidget,
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
@@ -34,6 +35,7 @@ from app.document import ParamError, ParamSpec, format_shape, get_spec
 from app.document.catalogue import find_spec
 from app.document.document import OPTIMIZER_OPTIONS, TRAINING_FIELDS, _get_path
 from widgets.node_editor.items import format_count
+from widgets.node_editor.scene import _dataset_shape
 from widgets.theme import current_theme, icon
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
@@ -215,6 +217,7 @@ class NodeForm(QWidget):
     def show_node(self, node_id: str | None) -> None:
         self.node_id = node_id
         self.fields = {}
+        self._shape_note = False  # the shape field shows why a typed shape is not used
         if self._body is not None:
             self._body.hide()  # deleteLater alone would leave it on screen until the event loop runs
             self._body.setParent(None)
@@ -299,6 +302,36 @@ class NodeForm(QWidget):
             return
         field.error("")
         self.editor.set_param(self.node_id, name, value)
+        if name == "shape":
+            note = self._dataset_shape_note(value)
+            self._shape_note = bool(note)
+            if note:
+                field.error(note)  # typed where the user looks: the edit alone changes nothing
+
+    def _dataset_shape_note(self, typed: Any) -> str:
+        """When the dataset drives this Input's shape, a typed shape other than the dataset's is only
+        a preview: say so, and name the dataset option that gives the typed shape, if one does."""
+        doc = self.editor.doc
+        node = doc.node(self.node_id)
+        spec = find_spec(node.type)
+        values = {**spec.defaults(), **node.params} if spec is not None else {}
+        if node.type != "Input" or not values.get("dataset_driven"):
+            return ""
+        dataset = dict(doc.training.get("dataset") or {})
+        actual = _dataset_shape(json.dumps(dataset, sort_keys=True))
+        typed = list(typed) if isinstance(typed, list | tuple) else [typed]
+        if actual is None or list(actual) == typed:
+            return ""
+        name = dataset.get("name", "the dataset")
+        note = f"Not used: the dataset {name} gives samples of shape {list(actual)} (dataset_driven is on)."
+        info = DATASETS.get(name)
+        for option in info.options if info is not None else ():
+            for choice in option.choices:
+                other = _dataset_shape(json.dumps({**dataset, option.name: choice}, sort_keys=True))
+                if choice != dataset.get(option.name, option.default) and other is not None \
+                        and list(other) == typed:
+                    return f"{note} For {typed}, set Training ▸ {option.name} = {choice}."
+        return f"{note} Untick dataset_driven to use your own shape."
 
     def _id_edited(self) -> None:
         new = self.id_edit.text().strip()
@@ -319,6 +352,10 @@ class NodeForm(QWidget):
         if spec is None:
             return
         values = {**spec.defaults(), **node.params}
+        if self._shape_note and "shape" in self.fields:  # the dataset or dataset_driven may have changed
+            note = self._dataset_shape_note(values.get("shape"))
+            self._shape_note = bool(note)
+            self.fields["shape"].error(note)
         for name, field in self.fields.items():
             field.set_value(values.get(name))
             applies = spec.param(name).applies(values)
@@ -569,8 +606,15 @@ class Inspector(QTabWidget):
         node_id = ids[0] if len(ids) == 1 else None
         if node_id != self.node_form.node_id:
             self.node_form.show_node(node_id)
-        if node_id is not None and self.currentIndex() != 0:
-            self.setCurrentIndex(0)
+        if node_id is not None:
+            if self.currentIndex() != 0:
+                self.setCurrentIndex(0)
+            # docked in a tab group (behind the Training panel, say), the form would change unseen
+            dock = self.parentWidget()
+            while dock is not None and not isinstance(dock, QDockWidget):
+                dock = dock.parentWidget()
+            if dock is not None and not dock.isFloating() and not dock.isHidden():
+                dock.raise_()
 
     def _document_replaced(self) -> None:
         self.node_form.show_node(None)

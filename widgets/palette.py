@@ -13,6 +13,8 @@ from widgets.node_editor.quick_add import addable_types
 from widgets.node_editor.view import NODE_MIME
 from widgets.theme import current_theme, icon
 
+ROW_PADDING = 4  # px a layer row adds to its icon height, so neighbouring icons never touch
+
 
 class PaletteTree(QTreeWidget):
     def mimeData(self, items: Any) -> QMimeData:
@@ -57,7 +59,9 @@ class Palette(QWidget):
         self.tree.setDragDropMode(QAbstractItemView.DragOnly)
         self.tree.setRootIsDecorated(True)
         self.tree.setIndentation(14)
-        self.tree.setUniformRowHeights(True)
+        # uniform heights would take the first row's, a category without an icon: every layer's
+        # 20 px icon would then overlap its neighbours (until a search re-laid the rows out)
+        self.tree.setUniformRowHeights(False)
         layout.addWidget(self.search)
         layout.addWidget(self.tree)
         self.items: dict[str, QTreeWidgetItem] = {}
@@ -91,6 +95,7 @@ class Palette(QWidget):
                                    f"<span style='color:{theme.muted}'>inputs: {inputs}; "
                                    f"drag onto the canvas or double-click to add</span>")
                 item.setFlags(Qt.ItemIsEnabled | Qt.ItemIsSelectable | Qt.ItemIsDragEnabled)
+                item.setSizeHint(0, QSize(0, self.tree.iconSize().height() + ROW_PADDING))
                 group.addChild(item)
                 self.items[spec.type] = item
             group.setExpanded(True)

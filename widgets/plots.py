@@ -4,6 +4,7 @@ and the AMP loss scale. Every plot exports as PNG and its data as CSV."""
 from __future__ import annotations
 
 import csv
+import html
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +24,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMenu,
     QPushButton,
+    QSizePolicy,
     QSlider,
     QStackedLayout,
     QTabWidget,
@@ -191,14 +193,27 @@ class PlainAxis(pg.AxisItem):
         return out
 
 
+LEGEND_NAME_CHARS = 24  # a legend entry's longest name; longer ones are elided in the middle
+OVERLAY_NAME_CHARS = 14  # an overlaid run's name (a folder name) in the legends; the tooltip has it whole
+
+
+def elide_middle(name: str, limit: int = LEGEND_NAME_CHARS) -> str:
+    """"mlp_digits-20261128-0745" -> "mlp_di…1128-0745": runs of one graph differ at the end."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    return f"{name[:head]}…{name[len(name) - (limit - 1 - head):]}"
+
+
 def legend_html(title: str, entries: Iterable[tuple[str, str, str]], text_color: str) -> str:
-    """The card header: a bold title then one coloured sample per curve (name, colour, kind)."""
+    """The card header: a bold title then one coloured sample per curve (name, colour, kind), on one
+    line: long names are elided (the header's tooltip has them whole)."""
     marks = {"line": "━━", "dash": "╍╍", "dot": "●"}
-    parts = [f"<b style='color:{text_color}'>{title}</b>"]
+    parts = [f"<b style='color:{text_color}'>{html.escape(title)}</b>"]
     for name, color, kind in entries:
         parts.append(f"<span style='color:{color}'>{marks.get(kind, '━━')}</span>"
-                     f"<span style='color:{text_color}'>&nbsp;{name}</span>")
-    return "&nbsp;&nbsp;&nbsp; ".join(parts)
+                     f"<span style='color:{text_color}'>&nbsp;{html.escape(elide_middle(name))}</span>")
+    return "<nobr>" + "&nbsp;&nbsp; ".join(parts) + "</nobr>"
 
 
 def message_until_data(plot: QWidget, text: str) -> tuple[QLabel, QStackedLayout]:
@@ -237,9 +252,12 @@ class PlotCard(QWidget):
         self.follow = True
         self._x_range: tuple[float, float] | None = None
         self._y_range: tuple[float, float] | None = None
+        # one line, whatever the legend holds (two overlaid runs with long names wrapped it to three
+        # and crushed the plot): what does not fit is cut at the right, never wrapped
         self.header = QLabel()
-        self.header.setWordWrap(True)
+        self.header.setWordWrap(False)
         self.header.setContentsMargins(6, 2, 6, 0)
+        self.header.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
         self.plot = pg.PlotWidget(background=theme.base,
                                   axisItems={"left": PlainAxis("left"), "bottom": PlainAxis("bottom")})
         self.plot.showGrid(x=True, y=True, alpha=0.25)
@@ -268,6 +286,7 @@ class PlotCard(QWidget):
         fill_background(self, theme.base)
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.entries: dict[str, tuple[str, str, str]] = {}  # key -> (name, colour, kind) in the header
+        self.long_names: dict[str, str] = {}  # key -> the whole name of an entry shown shortened
         self.markers: list[pg.InfiniteLine] = []
         self.set_log_y(log_y)
         self._update_header()
@@ -304,6 +323,7 @@ class PlotCard(QWidget):
         return c
 
     def remove_curve(self, key: str) -> None:
+        self.long_names.pop(key, None)
         c = self.curves.pop(key, None)
         if c is not None:
             self.plot.removeItem(c)
@@ -312,6 +332,10 @@ class PlotCard(QWidget):
 
     def _update_header(self) -> None:
         self.header.setText(legend_html(self.title, self.entries.values(), current_theme().text))
+        names = [self.long_names.get(key, name) for key, (name, _color, _kind) in self.entries.items()]
+        shown = [name for name, _color, _kind in self.entries.values()]
+        cut = any(elide_middle(n) != n for n in shown) or any(k in self.long_names for k in self.entries)
+        self.header.setToolTip("\n".join(names) if cut else "")
 
     def mark(self, x: float, text: str) -> None:
         """A vertical marker (an lr change, a pause) labelled with `text`."""
@@ -554,6 +578,11 @@ class HistogramCard(QWidget):
         return Path(path)
 
 
+ACCURACY_UNTIL_DATA = "Start training to see the accuracy (classification only)"
+ACCURACY_DOES_NOT_APPLY = ("Accuracy does not apply to this run: its task is not classification "
+                           "(a reconstruction or regression), so the loss is the measure")
+
+
 class TrainingPlots(QWidget):
     """All live plots of one run (plus faded overlays of other runs). Feed it with `add_batches`,
     `add_epoch`, `add_amp`, `mark_event`; it redraws at most once per call."""
@@ -565,8 +594,7 @@ class TrainingPlots(QWidget):
         super().__init__()
         self.steps_per_epoch = 1
         self.loss = PlotCard("Loss", "loss", y_from_zero=True)
-        self.accuracy = PlotCard("Accuracy", "accuracy", y_fixed=(0.0, 1.04),
-                                 empty_text="Start training to see the accuracy (classification only)")
+        self.accuracy = PlotCard("Accuracy", "accuracy", y_fixed=(0.0, 1.04), empty_text=ACCURACY_UNTIL_DATA)
         self.lr = PlotCard("Learning rate", "lr", y_from_zero=True)
         self.grad = PlotCard("Gradient norm per layer", "L2 norm", log_y=True,
                              empty_text="Start training to see each layer's gradient norm")
@@ -743,11 +771,20 @@ class TrainingPlots(QWidget):
                     ax.append(x)
                     ay.append(r["val_accuracy"])
         color = layer_color(index + 3)
-        self.loss.curve(f"run:{name}", color + "90", f"{name}", width=1.2).setData(
+        short = elide_middle(name, OVERLAY_NAME_CHARS)  # a compact legend: the plots keep their height
+        for card, key, label in ((self.loss, f"run:{name}", name),
+                                 (self.loss, f"run:{name}:val", f"{name} val"),
+                                 (self.accuracy, f"run:{name}:val", f"{name} val")):
+            card.long_names[key] = label
+        self.loss.curve(f"run:{name}", color + "90", short, width=1.2).setData(
             np.asarray(xs, float), ema(np.asarray(ys, float), self.alpha()))
-        self.loss.curve(f"run:{name}:val", color, f"{name} val", style=Qt.DashLine).setData(vx, vy)
+        self.loss.curve(f"run:{name}:val", color, f"{short} val", style=Qt.DashLine).setData(vx, vy)
         if ax:
-            self.accuracy.curve(f"run:{name}:val", color, f"{name} val", style=Qt.DashLine).setData(ax, ay)
+            self.accuracy.curve(f"run:{name}:val", color, f"{short} val", style=Qt.DashLine).setData(ax, ay)
+        else:
+            self.accuracy.long_names.pop(f"run:{name}:val", None)
+        self.loss._update_header()
+        self.accuracy._update_header()
         self.loss.fit()
         self.accuracy.fit()
 
@@ -829,6 +866,10 @@ class TrainingPlots(QWidget):
 
     def _redraw_accuracy(self) -> None:
         theme = current_theme()
+        # batches that came without an accuracy: the task has none, and waiting for it would mislead
+        has_accuracy = self.train_acc.n or self.val_acc.n
+        self.accuracy.empty.setText(ACCURACY_DOES_NOT_APPLY if self.train_loss.n and not has_accuracy
+                                    else ACCURACY_UNTIL_DATA)
         if self.train_acc.n:
             self.accuracy.curve("train", theme.accent, "train (EMA)", width=2.0).setData(
                 self.train_acc_ema.x, self.train_acc_ema.y)

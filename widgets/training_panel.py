@@ -6,11 +6,12 @@ import math
 import time
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QFrame,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
@@ -71,6 +73,20 @@ def setup_summary(training: dict[str, Any]) -> list[tuple[str, str]]:
         ("Clip · accumulate", f"{clip if clip is not None else 'off'} · {training.get('grad_accumulation')}"),
         ("AMP · seed", f"{'on' if training.get('amp') else 'off'} · {training.get('seed')}"),
     ]
+
+
+class _VerticalScrollArea(QScrollArea):
+    """Scrolls vertically only: as wide as its contents need (the dock keeps that width), plus the
+    scroll bar."""
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        inner = self.widget().minimumSizeHint() if self.widget() is not None else QSize(0, 0)
+        return QSize(inner.width() + self.verticalScrollBar().sizeHint().width() + 2 * self.frameWidth(), 80)
+
+    def eventFilter(self, watched: Any, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if watched is self.widget() and event.type() == QEvent.LayoutRequest:
+            self.updateGeometry()  # the contents' needs changed (a style, a longer text): tell the dock
+        return super().eventFilter(watched, event)
 
 
 class TrainingPanel(QWidget):
@@ -153,8 +169,12 @@ class TrainingPanel(QWidget):
         self.lr.setToolTip("Learning rate: applied from the next step on while training "
                            "(marked on the plots)")
         self.apply_lr = QPushButton("Set")
-        self.apply_lr.clicked.connect(lambda: self.lr_requested.emit(self.lr.value()))
+        self.apply_lr.clicked.connect(self.request_lr)
         self.lr.editingFinished.connect(self._lr_edited)
+        # Enter (or leaving the box) then Set asks for the same value twice: the second would add a
+        # second marker on top of the first; a value is requested once until the box changes again
+        self._requested_lr: float | None = None
+        self.lr.valueChanged.connect(self._lr_value_changed)
         self.option_name = QComboBox()
         self.option_name.setSizeAdjustPolicy(QComboBox.AdjustToContents)  # "weight_decay" reads whole
         self.option_name.setSizePolicy(QSizePolicy.Minimum, QSizePolicy.Fixed)
@@ -198,7 +218,18 @@ class TrainingPanel(QWidget):
         device_row.addWidget(self.device, 1)
         device_row.addWidget(self.state_label)
 
-        layout = QVBoxLayout(self)
+        # the dock is short while the Monitor takes the bottom of the window: scroll then, rather than
+        # squeeze the setup's wrapped rows (a long Dataset line) to one clipped line each
+        body = QWidget()
+        self.scroll = _VerticalScrollArea()
+        self.scroll.setWidget(body)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.scroll)
+        layout = QVBoxLayout(body)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.setSpacing(8)
         layout.addLayout(controls)
@@ -213,6 +244,8 @@ class TrainingPanel(QWidget):
         self._t0: float | None = None
         self._samples_per_second = 0.0
         self.set_state("ready")
+        self.scroll.updateGeometry()  # its minimum width follows the contents, filled in above
+        body.installEventFilter(self.scroll)
 
     # --- from the monitor ------------------------------------------------------------------------------
     def set_setup(self, training: dict[str, Any]) -> None:
@@ -236,6 +269,8 @@ class TrainingPanel(QWidget):
     def set_state(self, state: str, has_weights: bool = False) -> None:
         """Enable what makes sense in `state` (ready, building, running, paused, stopping, finished,
         stopped, early_stopped, failed); `has_weights`: a stopped run can be continued."""
+        if state in ("ready", "building"):
+            self._requested_lr = None  # a new run starts from the document's lr
         self.state = state
         active = state in ACTIVE_STATES
         self.start_button.setEnabled(not active)
@@ -288,7 +323,18 @@ class TrainingPanel(QWidget):
     # --- edits ------------------------------------------------------------------------------------------
     def _lr_edited(self) -> None:
         if self.state in ("running", "paused"):
-            self.lr_requested.emit(self.lr.value())
+            self.request_lr()
+
+    def request_lr(self) -> None:
+        """Ask for the lr in the box, unless that very value was asked for since the box last changed."""
+        value = self.lr.value()
+        if value == self._requested_lr:
+            return
+        self._requested_lr = value
+        self.lr_requested.emit(value)
+
+    def _lr_value_changed(self, _value: float) -> None:
+        self._requested_lr = None
 
     def _option_edited(self) -> None:
         name = self.option_name.currentText()

@@ -14,6 +14,18 @@ from .metrics import BatchMetrics, EpochMetrics, Finding
 
 RELU_TYPES = ("ReLU",)  # units that output exactly 0 for negative inputs can die
 
+# What the run does when a rule fires: "pause" (the GUI pauses, the CLI, which cannot be resumed,
+# stops the run) or "warn" (report and train on). A too-high lr wastes every epoch that follows it,
+# so those findings pause like NaN does; the others are advice a run can carry on with.
+PAUSE, WARN = "pause", "warn"
+POLICY_ACTIONS = (PAUSE, WARN)
+RULE_TITLES = {"exploding_gradients": "exploding gradients", "divergence": "divergence",
+               "vanishing_gradients": "vanishing gradients", "dead_relu": "dead ReLUs",
+               "overfitting": "overfitting", "stalled_loss": "stalled loss"}
+DEFAULT_POLICY: dict[str, str] = {"exploding_gradients": PAUSE, "divergence": PAUSE,
+                                  "vanishing_gradients": WARN, "dead_relu": WARN, "overfitting": WARN,
+                                  "stalled_loss": WARN}
+
 
 @dataclass
 class DoctorThresholds:
@@ -21,7 +33,8 @@ class DoctorThresholds:
 
     exploding_grad_norm: float = 1e3  # a layer's gradient norm above this is exploding ...
     exploding_growth: float = 100.0  # ... or this many times its own median of recent steps ...
-    exploding_growth_min: float = 10.0  # ... while also above this (spikes of tiny norms are normal)
+    exploding_growth_min: float = 10.0  # ... while also above this (spikes of tiny norms are normal) ...
+    exploding_patience: int = 3  # ... for this many steps in a row (one spike in a converged run is normal)
     vanishing_ratio: float = 1e-6  # a layer's gradient norm below this share of the largest layer's ...
     vanishing_floor: float = 1e-12  # ... or below this absolutely (while another layer is above it) ...
     vanishing_patience: int = 20  # ... for this many consecutive steps
@@ -34,6 +47,12 @@ class DoctorThresholds:
     stall_rel_change: float = 1e-3  # ... this share of its value over that many epochs
     stall_min_loss: float = 1e-4  # a loss this close to zero is converged, not stalled
     history: int = 50  # steps of gradient-norm history per layer
+    policy: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_POLICY))  # rule -> pause/warn
+
+    def action(self, rule: str) -> str:
+        """What the run does on a finding of `rule`; rules without a policy (NaN, device errors
+        have their own handling) only warn here."""
+        return self.policy.get(rule, WARN)
 
 
 def _finite(x: float | None) -> bool:
@@ -44,13 +63,40 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
+EVIDENCE_NAMES = {"grad_norm": "gradient norm", "median": "recent median",
+                  "max_layer_grad_norm": "strongest layer's norm", "smoothed_loss": "smoothed loss",
+                  "best_smoothed_loss": "best smoothed loss", "dead_fraction": "dead",
+                  "val_losses": "validation losses", "train_losses": "training losses",
+                  "node_type": "node type", "upstream": "fed by"}
+
+
+def _evidence_value(key: str, v: Any) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.0%}" if key == "dead_fraction" else _fmt(v)
+    if isinstance(v, list | tuple):
+        shown = [_evidence_value(key, x) for x in v]
+        return " → ".join(shown) if len(shown) <= 6 else f"{shown[0]} → … → {shown[-1]} ({len(shown)} values)"
+    return str(v)
+
+
+def format_evidence(evidence: Mapping[str, Any]) -> str:
+    """A finding's evidence as a person reads it: plain names, 3 significant digits, lists as
+    "a → b → c", and values that are not known (None) left out rather than printed as "None"."""
+    return ", ".join(f"{EVIDENCE_NAMES.get(k, k.replace('_', ' '))}: {_evidence_value(k, v)}"
+                     for k, v in evidence.items() if v is not None)
+
+
 # --- the rules: each reads the doctor's history and returns Findings; named like its findings' rule
 Rule = Callable[["TrainingDoctor", Any], list[Finding]]
 
 
 def exploding_gradients(doc: TrainingDoctor, m: BatchMetrics) -> list[Finding]:
     """A layer's gradient norm (before clipping) above `exploding_grad_norm`, or `exploding_growth`
-    times the median of its own recent norms."""
+    times the median of its own recent norms for `exploding_patience` steps in a row. A single spike
+    is not reported: converged runs (an LSTM at loss 0.02, say) show them, and the finding pauses
+    the run by default."""
     t = doc.thresholds
     out = []
     for node, norm in m.layer_grad_norms.items():
@@ -60,9 +106,11 @@ def exploding_gradients(doc: TrainingDoctor, m: BatchMetrics) -> list[Finding]:
         median = sorted(hist)[len(hist) // 2] if hist and len(hist) >= 5 else None
         grew = (median is not None and median > 0 and norm > t.exploding_growth * median
                 and norm > t.exploding_growth_min)
+        steps = doc.explode_count[node] = doc.explode_count.get(node, 0) + 1 if grew else 0
+        grew = grew and steps >= t.exploding_patience
         if norm > t.exploding_grad_norm or grew:
-            why = (f"{_fmt(norm)}, {_fmt(norm / median)}x its recent median {_fmt(median)}" if grew
-                   else f"{_fmt(norm)} (threshold {_fmt(t.exploding_grad_norm)})")
+            why = (f"{_fmt(norm)}, {_fmt(norm / median)}x its recent median {_fmt(median)} for {steps} steps"
+                   if grew else f"{_fmt(norm)} (threshold {_fmt(t.exploding_grad_norm)})")
             out.append(Finding(
                 "exploding_gradients", "warning", f"gradients of {node} are exploding: norm {why}",
                 "lower the learning rate, set grad_clip (e.g. 1.0), or add normalisation (BatchNorm/"
@@ -192,6 +240,7 @@ class TrainingDoctor:
     thresholds: DoctorThresholds = field(default_factory=DoctorThresholds)
     grad_history: dict[str, deque] = field(default_factory=dict)
     vanish_count: dict[str, int] = field(default_factory=dict)
+    explode_count: dict[str, int] = field(default_factory=dict)  # steps in a row a layer's norm grew
     epochs: list[EpochMetrics] = field(default_factory=list)
     smoothed: float | None = None
     best_smoothed: float = math.inf

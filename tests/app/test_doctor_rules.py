@@ -40,12 +40,26 @@ def test_exploding_gradient_names_the_layer_once():
     assert again == []  # reported once while the condition lasts
 
 
-def test_sudden_growth_relative_to_recent_median_counts_as_exploding():
+def test_sudden_growth_relative_to_recent_median_counts_as_exploding_once_it_lasts():
     doc = _doctor()
     for s in range(10):
         doc.check_batch(_batch(s, 1.0, {"fc1": 0.1, "fc2": 0.1}))
-    found = doc.check_batch(_batch(10, 1.0, {"fc1": 20.0, "fc2": 0.1}))
+    assert doc.check_batch(_batch(10, 1.0, {"fc1": 20.0, "fc2": 0.1})) == []
+    assert doc.check_batch(_batch(11, 1.0, {"fc1": 25.0, "fc2": 0.1})) == []
+    found = doc.check_batch(_batch(12, 1.0, {"fc1": 30.0, "fc2": 0.1}))
     assert [f.node_id for f in found] == ["fc1"]
+    assert "for 3 steps" in found[0].message
+
+
+def test_one_spike_in_a_converged_run_is_not_exploding():
+    """An LSTM at loss 0.02 showed one step at 183x its median (11.3 vs 0.06); pausing there was wrong."""
+    doc = _doctor()
+    for s in range(20):
+        doc.check_batch(_batch(s, 0.02, {"fc1": 0.06, "fc2": 0.05}))
+    found = doc.check_batch(_batch(20, 0.02, {"fc1": 11.3, "fc2": 0.05}))
+    for s in range(21, 40):
+        found += doc.check_batch(_batch(s, 0.02, {"fc1": 0.06, "fc2": 0.05}))
+    assert found == []
 
 
 def test_a_spike_of_tiny_gradients_near_convergence_is_not_exploding():

@@ -239,15 +239,25 @@ class NodeEditor(QWidget):
         return self.view.fit_rect(self.scene.nodes_rect(), FIT_MARGIN, READABLE_ZOOM)
 
     _refit_min_zoom: float | None = None
+    _refit_arrange = False
 
-    def refit_while_resizing(self, min_zoom: float = READABLE_ZOOM, msec: int = 400) -> None:
+    def refit_while_resizing(self, min_zoom: float = READABLE_ZOOM, msec: int = 400,
+                             arrange: bool = False) -> None:
         """For the next `msec`, each time the canvas changes size (docks are being shown and grown,
-        which can take a few layout passes), fit the graph again, not below `min_zoom`."""
+        which can take a few layout passes), fit the graph again, not below `min_zoom`. With
+        `arrange` (a layout the app chose, as for an untouched example), a graph that then does not
+        fit at a readable zoom is laid out anew for the canvas's new shape (wide and short under the
+        Monitor, say) rather than shrunk and cut off."""
         self._refit_min_zoom = min_zoom
+        self._refit_arrange = arrange
         QTimer.singleShot(msec, self._stop_refitting)
 
     def _stop_refitting(self) -> None:
-        self._refit_min_zoom = None
+        min_zoom, self._refit_min_zoom = self._refit_min_zoom, None
+        if self._refit_arrange:
+            self._refit_arrange = False
+            if self.arrange_to_fit() and min_zoom is not None:
+                self.view.fit_rect(self.scene.nodes_rect(), FIT_MARGIN, min_zoom)
 
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)

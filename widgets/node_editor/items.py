@@ -456,6 +456,17 @@ def wire_path(p1: QPointF, p2: QPointF) -> QPainterPath:
     return path
 
 
+LABEL_PORT_GAP = 3.0  # px between a wire's shape label and the ports at its ends
+
+
+def compact_shape_label(label: str) -> str:
+    """"(N, 16, 8, 8)" -> "16×8×8": the shape of one sample, for a wire too short for the whole label."""
+    dims = [d.strip() for d in label.strip("()").split(",") if d.strip()]
+    if len(dims) > 1 and not dims[0].isdigit():
+        dims = dims[1:]
+    return "×".join(dims)
+
+
 class WireItem(QGraphicsItem):
     """A wire between two ports, labelled with the tensor shape it carries."""
 
@@ -467,6 +478,7 @@ class WireItem(QGraphicsItem):
         self.setZValue(Z_WIRE)
 
         self.label = ""
+        self._shown_label = ""  # the label as drawn: shortened or left out where the wire is short
         self.fault = False
         self._path = QPainterPath()
         self._shape = QPainterPath()
@@ -493,14 +505,29 @@ class WireItem(QGraphicsItem):
         stroker = QPainterPathStroker()
         stroker.setWidth(10)
         self._shape = stroker.createStroke(self._path)
-        if self.label:
+        self._shown_label = self._fitting_label(p1, p2)
+        if self._shown_label:
             _, _, small = _fonts()
-            w = QFontMetricsF(small).horizontalAdvance(self.label) + 12
+            w = QFontMetricsF(small).horizontalAdvance(self._shown_label) + 12
             mid = self._path.pointAtPercent(0.5)
             self._label_rect = QRectF(mid.x() - w / 2, mid.y() - 9, w, 18)
         else:
             self._label_rect = QRectF()
+        self.setToolTip(f"{self.edge.src} → {self.edge.dst}: {self.label}" if self.label else "")
         self._bounds = self._path.boundingRect().adjusted(-4, -4, 4, 4).united(self._label_rect)
+
+    def _fitting_label(self, p1: QPointF, p2: QPointF) -> str:
+        """The label as it fits between the two ports of a forward wire: whole, else without the batch
+        dimension ("16×8×8"), else none (the tooltip has it); it never runs under a port."""
+        if not self.label or p2.x() < p1.x() - 10.0:  # a wire back into the next band: room on its channel
+            return self.label
+        _, _, small = _fonts()
+        metrics = QFontMetricsF(small)
+        room = abs(p2.x() - p1.x()) - 2 * (PORT_R + LABEL_PORT_GAP)
+        for text in (self.label, compact_shape_label(self.label)):
+            if metrics.horizontalAdvance(text) + 12 <= room:
+                return text
+        return ""
 
     def boundingRect(self) -> QRectF:
         return self._bounds
@@ -519,14 +546,14 @@ class WireItem(QGraphicsItem):
         painter.setPen(pen)
         painter.setBrush(Qt.NoBrush)
         painter.drawPath(self._path)
-        if self.label and painter.worldTransform().m11() > 0.45:  # unreadable when zoomed far out
+        if self._shown_label and painter.worldTransform().m11() > 0.45:  # unreadable when zoomed far out
             _, _, small = _fonts()
             painter.setFont(small)
             painter.setPen(QPen(color, 1.0))
             painter.setBrush(theme.color("wire_label_bg"))
             painter.drawRoundedRect(self._label_rect, 9, 9)
             painter.setPen(theme.color("text") if not self.fault else color)
-            painter.drawText(self._label_rect, Qt.AlignCenter, self.label)
+            painter.drawText(self._label_rect, Qt.AlignCenter, self._shown_label)
 
 
 class DragWire(QGraphicsItem):
