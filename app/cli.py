@@ -32,11 +32,12 @@ def _one_line(message: str) -> str:
 
 
 def _read_text(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
+    from app.files import MAX_GRAPH_BYTES, describe_os_error, read_bytes
+
+    try:  # only a regular file of a sane size: a FIFO or /dev/zero must not hang or eat memory
+        raw = read_bytes(path, MAX_GRAPH_BYTES)
     except OSError as exc:
-        raise UserError(f"can't read {path}: {exc.strerror or exc}") from None
+        raise UserError(f"can't read {path}: {describe_os_error(exc)}") from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -50,9 +51,14 @@ def load_graph(path: str):
     return load_document(path)
 
 
-def document_problems(text: str) -> list[str]:
-    """Every problem of a document's text, one CLI line each (empty: valid). Never raises for bad input."""
+def document_findings(text: str, base_dir: str | Path | None = None, *, deep: bool = True
+                      ) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of a document's text, one CLI line each, from the same check the editor, Start and
+    the Trainer run (`check_training`): structure, shapes, dtypes, the loss against the dataset's targets,
+    the dataset and training settings, memory, and (deep) one step on two samples. Never raises for bad
+    input; no errors means `wiregrad train` will train."""
     from app.document import DocumentError, format_problem, loads_document, validate
+    from app.training.preflight import check_training
 
     try:
         doc = loads_document(text)
@@ -60,41 +66,24 @@ def document_problems(text: str) -> list[str]:
         first = str(exc)
         # the strict loader stops at the first problem; the lenient validator may list them all
         try:
-            data = json.loads(text)
-            problems = [p for p in validate(data) if p.severity == "error"]
-        except (ValueError, RecursionError, DocumentError):
-            problems = []
-        lines = [format_problem(p) for p in problems]
-        return lines if lines else [first]
-    problems = validate(doc, _dataset_shape(doc))
-    return [format_problem(p) for p in problems if p.severity == "error"]
-
-
-def document_warnings(text: str) -> list[str]:
-    """The warnings of a loadable document (a node left out of training, unwired ones), one line each."""
-    from app.document import DocumentError, format_problem, loads_document, validate
-
-    try:
-        doc = loads_document(text)
-        problems = validate(doc, _dataset_shape(doc))
-    except DocumentError:
-        try:  # as document_problems: the lenient validator still sees what a broken file holds
             problems = validate(json.loads(text))
         except (ValueError, RecursionError, DocumentError):
-            return []
-    return [format_problem(p) for p in problems if p.severity == "warning"]
+            problems = []
+        errors = [format_problem(p) for p in problems if p.severity == "error"]
+        return (errors or [first]), [format_problem(p) for p in problems if p.severity == "warning"]
+    problems = check_training(doc, base_dir=base_dir, deep=deep)
+    return ([format_problem(p) for p in problems if p.severity == "error"],
+            [format_problem(p) for p in problems if p.severity == "warning"])
 
 
-def _dataset_shape(doc: Any) -> tuple[int, ...] | None:
-    """The dataset's sample shape for dataset-driven Inputs; None when the dataset can't load (yet)."""
-    from app.datasets import DatasetError, load_dataset
+def document_problems(text: str, base_dir: str | Path | None = None) -> list[str]:
+    """Every problem of a document's text, one CLI line each (empty: it will train). Never raises."""
+    return document_findings(text, base_dir)[0]
 
-    spec = dict(doc.training["dataset"])
-    spec.setdefault("val_fraction", doc.training["val_fraction"])
-    try:
-        return load_dataset(spec, int(doc.training["seed"])).input_shape
-    except (DatasetError, OSError, ValueError):
-        return None
+
+def document_warnings(text: str, base_dir: str | Path | None = None) -> list[str]:
+    """The warnings of a document (a node left out of training, unwired ones), one line each."""
+    return document_findings(text, base_dir, deep=False)[1]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -171,30 +160,148 @@ def _default_run_dir(graph: str) -> Path:
     return Path("runs") / f"{Path(graph).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+class _Resumed:
+    """What `--resume` continues: the document and the folder its relative dataset paths mean."""
+
+    def __init__(self, doc: Any, base_dir: Path) -> None:
+        self.doc, self.base_dir = doc, base_dir
+
+
+def _resume_target(args: argparse.Namespace) -> _Resumed | None:
+    """For `--resume RUN_DIR` (continue that run in place: its last.ckpt, metrics.jsonl appended to,
+    summary.json rewritten) or `--resume CKPT` (a new run directory unless --out): the document (GRAPH
+    when given, else the checkpoint's own), with args.resume, args.out and args.epochs filled in.
+    --epochs is the total to train to; without it a stopped run finishes its plan."""
+    if not args.resume:
+        if args.graph is None:
+            raise UserError("give a GRAPH.json to train, or --resume RUN_DIR to continue a run")
+        return None
+    if getattr(args, "weights", None):
+        raise UserError("--weights and --resume both choose the starting weights; use one of them")
+    from app.training import checkpoint_document, read_checkpoint
+
+    target = Path(args.resume)
+    ckpt = target / "last.ckpt" if target.is_dir() else target
+    if target.is_dir() and not ckpt.is_file():
+        raise UserError(f"{target} has no last.ckpt to continue from (a run that failed keeps none); "
+                        f"pass one of its checkpoints instead")
+    _, meta = read_checkpoint(ckpt)
+    args.resume = str(ckpt)
+    if args.graph is not None:
+        doc, base_dir = load_graph(args.graph), Path(args.graph).resolve().parent
+    else:
+        doc, base_dir = checkpoint_document(ckpt), _run_source_dir(ckpt.parent) or ckpt.parent.resolve()
+    cursor = meta.get("cursor") or {}
+    done = int(cursor.get("epoch", 0))
+    planned = cursor.get("epochs") if isinstance(cursor.get("epochs"), int) else int(doc.training["epochs"])
+    if args.epochs is None:
+        if done >= planned:
+            raise UserError(f"{target} has already trained its {planned} epochs; pass --epochs N (more than "
+                            f"{planned}) to train it on")
+        args.epochs = planned
+    elif args.epochs <= done and int(cursor.get("batch", 0)) == 0:
+        raise UserError(f"--epochs {args.epochs}: {target} has already trained {done} epochs; --epochs is "
+                        f"the total, pass more than {done} to train it on")
+    if args.out is None:
+        args.out = str(target) if target.is_dir() else str(_default_run_dir(args.graph or ckpt.parent.name))
+    if args.graph is None:
+        args.graph = str(ckpt)  # named in messages; the document comes from the checkpoint
+    return _Resumed(doc, base_dir)
+
+
+def _run_source_dir(run_dir: Path) -> Path | None:
+    """The folder of the graph file a CLI run was trained from (recorded in its run.json)."""
+    try:
+        source = json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("source")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Path(source).parent if isinstance(source, str) and Path(source).parent.is_dir() else None
+
+
+def _note_run(run_dir: Path, **fields: Any) -> None:
+    """Merge `fields` into RUN_DIR/run.json (where the graph came from, the status)."""
+    path = run_dir / "run.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = {}
+    meta = {**(meta if isinstance(meta, dict) else {}), **fields}
+    try:
+        path.write_text(json.dumps(meta), encoding="utf-8")
+    except OSError:
+        pass  # metadata only
+
+
+def _read_start_weights(source: str) -> dict[str, Any]:
+    """--weights: the file's tensors, read before anything is written (a bad file leaves no run folder)."""
+    from app.export import ExportError
+    from app.export.weights import read_state_dict
+
+    try:
+        return read_state_dict(source)
+    except ExportError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _load_start_weights(trainer: Any, arrays: dict[str, Any], source: str, quiet: bool) -> None:
+    """--weights: the file's tensors matched into the model by node id, name and shape; the report on
+    stderr; none matching is a user error."""
+    from app.training.checkpoint import apply_weights, match_weights
+
+    match = match_weights(trainer.model.state_dict(), arrays, source)
+    if not match.loaded:
+        raise UserError(f"no tensor of {source} fits the graph: " + "; ".join(match.problems[:3]))
+    apply_weights(trainer.model, match)
+    if not quiet:
+        sys.stderr.write("\n".join(match.lines()) + "\n")
+
+
 def cmd_train(args: argparse.Namespace) -> int:
-    doc = load_graph(args.graph)
-    from app.document import save_document
+    resumed = _resume_target(args)
+    doc = resumed.doc if resumed is not None else load_graph(args.graph)
+    start_weights = _read_start_weights(args.weights) if args.weights else None
+    from app.document import format_problem, save_document
     from app.training import Trainer
+    from app.training.preflight import check_training
 
     run_dir = Path(args.out) if args.out else _default_run_dir(args.graph)
     if args.epochs is not None and args.epochs < 1:
         raise UserError(f"--epochs must be at least 1, got {args.epochs}")
-    trainer = Trainer(doc, run_dir, device=args.device, epochs=args.epochs,
-                      base_dir=Path(args.graph).resolve().parent, on_nonfinite="stop",
-                      blas_threads=args.blas_threads)
+    base_dir = resumed.base_dir if resumed is not None else Path(args.graph).resolve().parent
+    # the check `validate` runs, before anything is written: one line per problem, exit 2
+    errors = [p for p in check_training(doc, base_dir=base_dir, deep=True, epochs=args.epochs)
+              if p.severity == "error"]
+    if errors:
+        for p in errors:
+            print(f"wiregrad train: error: {_one_line(format_problem(p))}", file=sys.stderr)
+        return EXIT_USAGE
+    trainer = Trainer(doc, run_dir, device=args.device, epochs=args.epochs, base_dir=base_dir,
+                      on_nonfinite="stop", blas_threads=args.blas_threads, preflight_deep=False)
     if args.resume:
-        trainer.load_checkpoint(args.resume)
+        note = trainer.load_checkpoint(args.resume)
+        if note and not args.quiet:
+            sys.stderr.write(note + "\n")
+    if start_weights is not None:
+        _load_start_weights(trainer, start_weights, args.weights, args.quiet)
     trainer.callbacks.insert(0, _make_progress(trainer, sys.stderr, args.quiet))
     save_document(trainer.doc, run_dir / "graph.json")
+    if resumed is None:
+        _note_run(run_dir, source=str(Path(args.graph).resolve()), status="running")
     try:
         summary = trainer.run()
     except KeyboardInterrupt:
         raise UserError("interrupted") from None
+    except OSError as exc:  # a checkpoint or metrics write failed (disk full, file size limit)
+        from app.files import describe_os_error
+
+        raise UserError(f"can't write to the run folder {run_dir}: {describe_os_error(exc)}; "
+                        "the run stopped") from None
     out = {"epochs": summary.epochs, "train_loss": summary.train_loss, "val_loss": summary.val_loss,
            "val_accuracy": summary.val_accuracy, "seconds": round(summary.seconds, 3),
            "status": summary.status, "run_dir": str(run_dir)}
     out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
     (run_dir / "summary.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    _note_run(run_dir, status=summary.status)
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()
     return 1 if summary.status == "failed" else 0
@@ -202,8 +309,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     text = _read_text(args.graph)
-    problems = document_problems(text)
-    for line in problems + document_warnings(text):
+    problems, warnings = document_findings(text, Path(args.graph).resolve().parent)
+    for line in problems + warnings:
         print(line)
     if problems:
         return EXIT_USAGE
@@ -242,11 +349,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     train = sub.add_parser("train", help="train a graph document")
-    train.add_argument("graph", metavar="GRAPH.json")
-    train.add_argument("--epochs", type=int, help="override the document's epochs")
+    train.add_argument("graph", metavar="GRAPH.json", nargs="?",
+                       help="the graph to train (may be left out with --resume: the run's own graph)")
+    train.add_argument("--epochs", type=int, help="override the document's epochs; with --resume, the total "
+                       "to train to (more than a finished run's, to train it on)")
     train.add_argument("--device", choices=("auto", "cpu", "cuda"), help="override the document's device")
     train.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/<graph>-<time>)")
-    train.add_argument("--resume", metavar="CKPT", help="continue from a checkpoint")
+    train.add_argument("--resume", metavar="RUN_DIR|CKPT",
+                       help="continue a run: a run directory is continued in place (from its last.ckpt; "
+                       "metrics.jsonl is appended to, summary.json rewritten), a checkpoint file in a new "
+                       "run directory (or --out); a schedule planned from the epochs is re-planned for a "
+                       "new --epochs")
+    train.add_argument("--weights", metavar="FILE",
+                       help="start from these weights (.safetensors, a checkpoint or a run directory), "
+                       "matched to the graph's nodes by id, name and shape; prints what matched")
     train.add_argument("--blas-threads", type=int, help="cap BLAS threads while training")
     train.add_argument("--quiet", action="store_true", help="no progress output")
     train.set_defaults(func=cmd_train)
@@ -276,12 +392,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `wiregrad` console script; returns the exit status."""
+    for stream in (sys.stdout, sys.stderr):  # a file's odd text (a lone surrogate) must print, not crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
     except _user_errors() as exc:
         print(f"wiregrad {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # a full disk, a read-only or missing output folder: one line naming the path
+        from app.files import describe_os_error
+
+        where = f"can't write {exc.filename}: " if exc.filename else ""
+        print(f"wiregrad {args.command}: error: {where}{_one_line(describe_os_error(exc))}", file=sys.stderr)
         return EXIT_USAGE
 
 

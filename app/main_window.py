@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, QStandardPaths, Qt, QTimer
+from PySide6.QtCore import QLockFile, QSettings, QStandardPaths, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
+    QDialog,
     QDockWidget,
     QFileDialog,
     QLabel,
@@ -25,9 +27,11 @@ from PySide6.QtWidgets import (
 from app.datasets import DatasetError
 from app.document import Document, DocumentError, GraphInfo, load_document, save_document
 from app.export import ExportError
+from app.files import MAX_INFO_BYTES, read_bytes, write_text_atomic
 from widgets.inspector import Inspector
 from widgets.node_editor import NodeEditor
 from widgets.palette import Palette
+from widgets.shortcuts import show_shortcut_in_tooltip
 from widgets.theme import ASSETS, icon
 
 EXAMPLES = ASSETS / "examples"
@@ -74,8 +78,10 @@ def write_export(kind: str, doc: Document, path: Path, weights: dict[str, Any] |
 
     which = "the trained weights of the last run" if weights is not None else "freshly initialised weights"
     if kind == "onnx":
+        from app.export.onnx_export import describe_onnx
+
         export_onnx(doc, path, weights=weights, base_dir=base_dir)
-        return which
+        return f"{which}: {describe_onnx(path)}"  # raw inputs or normalised ones, and the metadata
     if weights is None:
         weights = initial_state(doc, dataset_input_shape(doc, base_dir))
     if kind == "safetensors":
@@ -84,7 +90,10 @@ def write_export(kind: str, doc: Document, path: Path, weights: dict[str, Any] |
     with tempfile.TemporaryDirectory() as tmp:  # export_pytorch copies them next to the script
         export_pytorch(doc, path, weights=save_weights(weights, Path(tmp) / "weights.safetensors"),
                        base_dir=base_dir, source_name=source_name)
-    return f"{which} (in {path.with_suffix('.safetensors').name})"
+    from app.export.pytorch import bundled_files
+
+    beside = [path.with_suffix(".safetensors").name, *bundled_files(doc.training["dataset"]["name"])]
+    return f"{which} (in {' and '.join(beside)} beside it)"
 
 
 class MainWindow(QMainWindow):
@@ -99,6 +108,8 @@ class MainWindow(QMainWindow):
         self.recovery_dir = Path(recovery_dir) if recovery_dir is not None else default_recovery_dir()
         self.path: Path | None = Path(path) if path is not None else None
         self.example = example if path is None else None
+        self.run_name: str | None = None  # the current training run's name, in the title
+        self.reopened_run: str | None = None  # the run the open document was reopened from (Runs)
         self._recovered = False  # a restored document counts as modified until saved
 
         self.editor = NodeEditor(doc if doc is not None else Document(), self)
@@ -177,7 +188,9 @@ class MainWindow(QMainWindow):
         if ed.view.visible_scene_rect().contains(ed.scene.nodes_rect()):
             # while training, the tints and sparklines matter more than reading every label, so
             # the graph may shrink a little below the readable zoom to stay whole
-            ed.refit_while_resizing(TRAINING_MIN_ZOOM)
+            # an untouched example's layout is the app's own: lay it out anew for the shorter canvas
+            untouched_example = self.example is not None and not self.is_modified()
+            ed.refit_while_resizing(TRAINING_MIN_ZOOM, arrange=untouched_example)
         if hidden:
             for d in self._bottom_docks():
                 d.show()
@@ -271,6 +284,19 @@ class MainWindow(QMainWindow):
         placeholder.setEnabled(False)
         self.training_placeholder = placeholder
 
+        # every action's shortcut, read from the actions when the list opens (so training's are in it)
+        self.help_menu = bar.addMenu("&Help")
+        self.shortcuts_action = self._action("&Keyboard shortcuts", self.show_shortcuts, "F1")
+        self.help_menu.addAction(self.shortcuts_action)
+
+    def show_shortcuts(self) -> QDialog:
+        from widgets.shortcuts import ShortcutsDialog
+
+        dialog = ShortcutsDialog(self)
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        dialog.show()
+        return dialog
+
     def _build_toolbar(self) -> None:
         tb = self.addToolBar("Main")
         tb.setObjectName("mainToolbar")
@@ -284,6 +310,7 @@ class MainWindow(QMainWindow):
                 tb.addSeparator()
             else:
                 tb.addAction(a)
+                show_shortcut_in_tooltip(a)  # "Save (Ctrl+S)": a button teaches its key
         self.toolbar = tb
 
     # --- title and status -------------------------------------------------------------------------------
@@ -296,12 +323,25 @@ class MainWindow(QMainWindow):
     def _show_status_message(self, text: str) -> None:
         self.statusBar().showMessage(text, 6000)
 
-    def _update_title(self) -> None:
+    def document_name(self) -> str:
+        """What the open document is called: its file, the example or the run it came from, else Untitled."""
         if self.path is not None:
-            name = self.path.name
-        else:
-            name = f"{self.example} (example)" if self.example else "Untitled"
-        self.setWindowTitle(f"{name}[*] — Wiregrad")
+            return self.path.name
+        if self.example:
+            return f"{self.example} (example)"
+        return f"{self.reopened_run} (run)" if self.reopened_run else "Untitled"
+
+    def set_run_name(self, name: str | None, *, reopened: bool = False) -> None:
+        """Name the current run in the title; `reopened`: the document is that run's graph."""
+        self.run_name = name
+        if reopened:
+            self.reopened_run = name
+        self._update_title()
+
+    def _update_title(self) -> None:
+        run = getattr(self, "run_name", None)
+        run = f" · run {run}" if run and run != getattr(self, "reopened_run", None) else ""
+        self.setWindowTitle(f"{self.document_name()}[*]{run} — Wiregrad")
         self.setWindowModified(self.is_modified())
 
     def _update_status(self, info: GraphInfo) -> None:
@@ -326,7 +366,7 @@ class MainWindow(QMainWindow):
     # --- files ----------------------------------------------------------------------------------------
     def ask_save_changes(self) -> str:
         """'save', 'discard' or 'cancel' (tests replace this)."""
-        name = self.path.name if self.path else "Untitled"
+        name = self.document_name()
         answer = QMessageBox.question(
             self, "Unsaved changes", f"Save the changes to {name} first?",
             QMessageBox.Save | QMessageBox.Discard | QMessageBox.Cancel, QMessageBox.Save)
@@ -335,6 +375,12 @@ class MainWindow(QMainWindow):
     def show_error(self, title: str, text: str) -> None:
         """Tell the user something failed (tests replace this to read the message)."""
         QMessageBox.critical(self, title, text)
+
+    def show_report(self, title: str, text: str) -> None:
+        """Tell the user what an action did, e.g. which weights loaded (tests replace this)."""
+        box = QMessageBox(QMessageBox.Information, title, text, QMessageBox.Ok, self)
+        box.setStyleSheet("QLabel#qt_msgbox_label { min-width: 520px; }")  # report lines read whole
+        box.exec()
 
     def maybe_save(self) -> bool:
         """True when it is fine to drop the current document."""
@@ -348,6 +394,8 @@ class MainWindow(QMainWindow):
     def _set_document(self, doc: Document, path: Path | None, example: str | None = None) -> None:
         self.path = path
         self.example = example
+        self.reopened_run = None
+        self.run_name = None
         self._recovered = False
         self.editor.set_document(doc)
         self._update_title()
@@ -504,7 +552,7 @@ class MainWindow(QMainWindow):
             self.show_error("Can't export", f"{path.name}:\n{exc}")
             return False
         QApplication.restoreOverrideCursor()
-        self.statusBar().showMessage(f"Exported {path} with {which}", 8000)
+        self.statusBar().showMessage(f"Exported {path.name} with {which}", 8000)  # the name: it must fit
         return True
 
     def run_weights(self) -> dict[str, Any] | None:
@@ -516,7 +564,7 @@ class MainWindow(QMainWindow):
         monitor = self.training
         session = monitor.session
         if session is None or session.trainer is None:
-            return None
+            return self._loaded_weights()
         if monitor.state in ("building", "running"):
             raise ExportError("a run is training: pause or stop it first, so the export takes one "
                               "consistent set of weights")
@@ -524,31 +572,119 @@ class MainWindow(QMainWindow):
             return None  # the graph changed since: those weights belong to another model
         return state_dict_arrays(session.trainer.model.state_dict())
 
+    def _loaded_weights(self) -> dict[str, Any] | None:
+        """Weights loaded into the open graph (Training ▸ Load weights, or a reopened run's), over freshly
+        initialised ones for any tensor they don't cover; None when there are none."""
+        loaded = self.training.loaded_weights
+        if loaded is None:
+            return None
+        from app.export.graph import dataset_input_shape
+        from app.export.onnx_export import initial_state
+        from app.training.checkpoint import match_weights
+
+        base_dir = self.path.parent if self.path else None
+        state = initial_state(self.doc, dataset_input_shape(self.doc, base_dir))
+        state.update(match_weights(state, loaded.arrays, loaded.source).loaded)
+        return state
+
     # --- autosave and recovery ---------------------------------------------------------------------------
+    # Each window autosaves to its own recovery-<pid>-<token>.json (+ .info.json) and holds
+    # recovery-<...>.lock (a QLockFile: pid, host, app) while it does, so two running instances sharing
+    # the folder never offer, or delete, each other's live autosave: only files whose owner is gone
+    # (a crash, kill -9) are offered, and their leftover temp files are cleaned up.
     @property
     def recovery_path(self) -> Path:
-        return self.recovery_dir / "recovery.json"
+        if not hasattr(self, "_recovery_id"):
+            self._recovery_id = f"{os.getpid()}-{secrets.token_hex(4)}"
+            self._recovery_lock: QLockFile | None = None
+        return self.recovery_dir / f"recovery-{self._recovery_id}.json"
+
+    @staticmethod
+    def _recovery_parts(doc_path: Path) -> tuple[Path, Path]:
+        """The info file and the lock file that go with an autosaved document."""
+        stem = doc_path.name.removesuffix(".json")
+        return doc_path.with_name(f"{stem}.info.json"), doc_path.with_name(f"{stem}.lock")
 
     def autosave_now(self) -> bool:
-        """Write the document to the recovery file if it has unsaved changes."""
+        """Write the document to this window's recovery file if it has unsaved changes. The info file
+        (which path it belongs to) and the document are each written atomically, info first, so a
+        crash at any moment leaves readable files."""
         if not self.is_modified():
             return False
+        doc_path = self.recovery_path
+        info_path, lock_path = self._recovery_parts(doc_path)
         try:
             self.recovery_dir.mkdir(parents=True, exist_ok=True)
-            save_document(self.doc, self.recovery_path)
-            (self.recovery_dir / "recovery.info.json").write_text(
-                json.dumps({"path": str(self.path) if self.path else None}), encoding="utf-8")
+            if self._recovery_lock is None:
+                lock = QLockFile(str(lock_path))
+                lock.setStaleLockTime(0)  # alive is alive, however long the window stays open
+                if not lock.tryLock(0):
+                    raise OSError(f"can't lock {lock_path}")
+                self._recovery_lock = lock
+            write_text_atomic(info_path, json.dumps({"path": str(self.path) if self.path else None,
+                                                     "pid": os.getpid()}))
+            save_document(self.doc, doc_path)
         except (OSError, DocumentError) as exc:
             self.statusBar().showMessage(f"Autosave failed: {exc}", 6000)
             return False
         return True
 
     def _remove_recovery(self) -> None:
-        for name in ("recovery.json", "recovery.info.json"):
+        """This window's autosave is no longer needed (saved, or closed cleanly)."""
+        self._remove_recovery_files(self.recovery_path)
+        if self._recovery_lock is not None:
+            self._recovery_lock.unlock()  # removes the lock file
+            self._recovery_lock = None
+
+    @classmethod
+    def _remove_recovery_files(cls, doc_path: Path) -> None:
+        for path in (doc_path, cls._recovery_parts(doc_path)[0]):
             try:
-                (self.recovery_dir / name).unlink()
+                path.unlink()
             except OSError:
                 pass
+
+    def _orphaned_recoveries(self) -> list[tuple[Path, QLockFile]]:
+        """Autosaves whose owner is gone (its lock is stale or missing), newest first, each with its
+        lock now held by this window. Removes the leftover temp files of gone owners on the way."""
+        try:
+            names = sorted(os.listdir(self.recovery_dir))
+        except OSError:
+            return []
+        own = self.recovery_path.name
+        found: list[tuple[float, Path, QLockFile]] = []
+        gone: set[str] = set()
+        for name in names:
+            if not (name.startswith("recovery") and name.endswith(".json")) or name.endswith(".info.json") \
+                    or name == own:
+                continue
+            doc_path = self.recovery_dir / name
+            lock = QLockFile(str(self._recovery_parts(doc_path)[1]))
+            lock.setStaleLockTime(0)
+            if not lock.tryLock(0):
+                continue  # a running instance's live autosave: not ours to offer or delete
+            gone.add(name.removesuffix(".json"))
+            try:
+                found.append((doc_path.stat().st_mtime, doc_path, lock))
+            except OSError:
+                lock.unlock()
+        for name in names:  # temp files of atomic writes a killed owner never finished (a few MB each)
+            if not (name.startswith(".recovery") and name.endswith(".tmp")):
+                continue
+            stem = name[1:].split(".json", 1)[0].removesuffix(".info")
+            if stem not in gone and stem != own.removesuffix(".json"):
+                probe = QLockFile(str(self.recovery_dir / f"{stem}.lock"))
+                probe.setStaleLockTime(0)
+                if probe.tryLock(0):  # no live owner (its lock was stale or never made)
+                    probe.unlock()
+                    gone.add(stem)
+            if stem in gone:
+                try:
+                    (self.recovery_dir / name).unlink()
+                except OSError:
+                    pass
+        found.sort(key=lambda item: item[0], reverse=True)
+        return [(doc_path, lock) for _mtime, doc_path, lock in found]
 
     def ask_restore(self) -> bool:
         answer = QMessageBox.question(
@@ -558,24 +694,38 @@ class MainWindow(QMainWindow):
         return answer == QMessageBox.Yes
 
     def offer_recovery(self) -> bool:
-        """After a crash: offer the autosaved document. Returns True if it was restored."""
-        if not self.recovery_path.exists():
-            return False
-        if not self.ask_restore():
-            self._remove_recovery()
-            return False
+        """After a crash: offer the newest autosave whose owner is gone. Returns True if it was restored.
+        A readable autosave is only deleted once the user declines it or this window has saved it as
+        its own; a missing or damaged info file only loses which file the graph came from."""
+        orphans = self._orphaned_recoveries()
         try:
-            doc = load_document(self.recovery_path)
-            info = json.loads((self.recovery_dir / "recovery.info.json").read_text(encoding="utf-8"))
-        except (DocumentError, OSError, ValueError) as exc:
-            self.show_error("Can't restore", f"The recovery file is damaged: {exc}")
-            self._remove_recovery()
-            return False
-        path = info.get("path") if isinstance(info, dict) else None
-        self._set_document(doc, Path(path) if isinstance(path, str) else None)
-        self._recovered = True
-        self._update_title()
-        return True
+            if not orphans:
+                return False
+            doc_path = orphans[0][0]
+            info_path = self._recovery_parts(doc_path)[0]
+            if not self.ask_restore():
+                self._remove_recovery_files(doc_path)
+                return False
+            try:
+                doc = load_document(doc_path)
+            except DocumentError as exc:
+                self.show_error("Can't restore", f"The recovery file is damaged: {exc}")
+                self._remove_recovery_files(doc_path)
+                return False
+            try:
+                info = json.loads(read_bytes(info_path, MAX_INFO_BYTES).decode("utf-8"))
+            except (OSError, ValueError):
+                info = None
+            path = info.get("path") if isinstance(info, dict) else None
+            self._set_document(doc, Path(path) if isinstance(path, str) else None)
+            self._recovered = True
+            self._update_title()
+            if self.autosave_now():  # now kept as this window's own autosave: the old copy can go
+                self._remove_recovery_files(doc_path)
+            return True
+        finally:
+            for _doc_path, lock in orphans:
+                lock.unlock()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self.maybe_save():

@@ -205,8 +205,10 @@ class _Runner(QObject):
                 _load_engine()
                 from app.training import Trainer
 
-                s._trainer = Trainer(s.doc, s.run_dir, device=s.device, callbacks=[bridge], histograms=True,
-                                     blas_threads=s.blas_threads, **s.trainer_options)
+                trainer = Trainer(s.doc, s.run_dir, device=s.device, callbacks=[bridge], histograms=True,
+                                  blas_threads=s.blas_threads, **s.trainer_options)
+                _starting_point(s, trainer)  # a checkpoint that can't be continued leaves no trainer behind
+                s._trainer = trainer
             else:
                 s._trainer.callbacks.append(bridge)
             bridge.trainer = s._trainer
@@ -219,7 +221,11 @@ class _Runner(QObject):
                 s._trainer.pause()
             s._trainer.run()
         except BaseException as exc:  # noqa: BLE001 - the UI must hear about every failure
-            bridge._put("failed", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            from app.training.errors import CheckpointError, TrainerError
+
+            # a user's mistake (a schedule that can't cover the epochs asked for) is its message alone
+            tb = "" if isinstance(exc, TrainerError | CheckpointError) else traceback.format_exc()
+            bridge._put("failed", (f"{type(exc).__name__}: {exc}", tb))
         finally:
             if s._trainer is not None and bridge in s._trainer.callbacks:
                 s._trainer.callbacks.remove(bridge)
@@ -254,11 +260,16 @@ class TrainingSession(QObject):
 
     def __init__(self, doc: Document, run_dir: str | Path | None = None, *, device: str | None = None,
                  blas_threads: int | None = 1, start_paused: bool = False, parent: QObject | None = None,
-                 worker_nice: int | None = None,
+                 worker_nice: int | None = None, resume_from: str | Path | None = None,
+                 initial_weights: dict[str, np.ndarray] | None = None,
                  **trainer_options: Any) -> None:
         super().__init__(parent)
         _load_engine()
         self.doc = doc.copy()  # the snapshot this run trains, whatever the canvas does next
+        # where the weights start: a checkpoint to continue from (weights, optimiser, schedule, cursor; its
+        # run's history goes on in run_dir), else arrays matched into the fresh model by name and shape
+        self.resume_from = Path(resume_from) if resume_from is not None else None
+        self.initial_weights = initial_weights
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.device = device
         self.blas_threads = blas_threads
@@ -351,6 +362,10 @@ class TrainingSession(QObject):
     def set_option(self, name: str, value: Any) -> None:
         self._command("set_optimizer_option", name, value)
 
+    def set_doctor_policy(self, policy: dict[str, str]) -> None:
+        """Which doctor findings pause the run ("pause") and which only warn ("warn")."""
+        self._command("set_doctor_policy", dict(policy))
+
     def request_graph(self) -> None:
         """Capture the autograd graph of a probe batch at the next batch boundary (`step_graph`)."""
         self._graph_wanted.set()
@@ -421,6 +436,19 @@ class TrainingSession(QObject):
                 self._thread.quit()
                 self._thread.wait(2000)
             self.finished.emit()
+
+
+def _starting_point(session: TrainingSession, trainer: Any) -> None:
+    """On the worker thread, before the run: continue from the session's checkpoint (a schedule
+    re-planned for a new total is announced as a "schedule_replanned" event), or start from its
+    loaded weights."""
+    if session.resume_from is not None:
+        trainer.load_checkpoint(session.resume_from)
+    elif session.initial_weights:
+        from app.training.checkpoint import apply_weights, match_weights
+
+        apply_weights(trainer.model, match_weights(trainer.model.state_dict(), session.initial_weights,
+                                                   "loaded weights"))
 
 
 def _lower_thread_priority(nice: int) -> None:

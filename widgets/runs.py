@@ -3,6 +3,7 @@ checkpoints); tick runs to overlay their curves, or reopen the graph a run was t
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ class RunRecord:
     started: float
     status: str
     summary: str
+    graph: str | None = None  # the graph (example or file) it trained, for numbering its runs
 
 
 def new_run_dir(root: Path, graph_name: str) -> Path:
@@ -45,43 +47,107 @@ def new_run_dir(root: Path, graph_name: str) -> Path:
     return path
 
 
-def read_run(path: Path) -> RunRecord | None:
-    """What the list shows of one RUN_DIR (None when it isn't one)."""
-    if not (path / "document.json").exists():
-        return None
-    meta: dict[str, Any] = {}
+def run_name(root: Path, graph_name: str, started: float | None = None) -> str:
+    """A name a person can tell apart from the graph's other runs: "cnn_digits #3 · 14:05" (the number
+    counts the runs of that graph kept under `root`, this one included)."""
+    graph_name = graph_name or "untitled"
+    taken = sum(1 for r in list_runs(root) if r.graph == graph_name)
+    clock = time.strftime("%H:%M", time.localtime(time.time() if started is None else started))
+    return f"{graph_name} #{taken + 1} · {clock}"
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """A JSON file's object; {} when it is missing, unreadable, binary or not an object."""
     try:
-        meta = json.loads((path / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        pass
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        and math.isfinite(value) else None
+
+
+def _summary_text(r: dict[str, Any]) -> str:
+    epochs = r.get("epochs")
+    summary = f"{epochs} epoch{'' if epochs == 1 else 's'}" if isinstance(epochs, int) else ""
+    loss = _number(r.get("val_loss"))
+    loss = loss if loss is not None else _number(r.get("train_loss"))
+    acc = _number(r.get("val_accuracy"))
+    if loss is not None:
+        summary += f", loss {loss:.3g}"
+    if acc is not None:
+        summary += f", acc {acc:.1%}"
+    return summary.lstrip(", ")
+
+
+TAIL_BYTES = 256 * 1024  # where a run's last summary is looked for: the list stays quick for long runs
+
+
+def _tail_lines(path: Path) -> list[str]:
+    """The last lines of a file (its final TAIL_BYTES), undecodable bytes replaced; [] when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - TAIL_BYTES))
+            return f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _newer(a: Path, b: Path) -> bool:
+    try:
+        return a.stat().st_mtime_ns > b.stat().st_mtime_ns
+    except OSError:
+        return False
+
+
+def read_run(path: Path) -> RunRecord | None:
+    """What the list shows of one RUN_DIR (None when it isn't one). A damaged run folder (a run.json
+    that is not an object, fields of the wrong type, a binary metrics file) still lists, with what
+    can be read of it: it must never stop the Runs panel, or the app, from opening."""
+    if not (path / "document.json").is_file():
+        return None
+    meta = _json_object(path / "run.json")
+    status = meta.get("status") if isinstance(meta.get("status"), str) else "unknown"
     summary = ""
-    status = meta.get("status", "unknown")
-    metrics = path / "metrics.jsonl"
-    if metrics.exists():
+    for line in reversed(_tail_lines(path / "metrics.jsonl")):
         try:
-            for line in reversed(metrics.read_text(encoding="utf-8").splitlines()):
-                r = json.loads(line)
-                if r.get("kind") == "summary":
-                    status = r.get("status", status)
-                    acc = r.get("val_accuracy")
-                    loss = r.get("val_loss") if isinstance(r.get("val_loss"), float) else r.get("train_loss")
-                    summary = f"{r.get('epochs')} epochs"
-                    if isinstance(loss, float):
-                        summary += f", loss {loss:.3g}"
-                    if isinstance(acc, float):
-                        summary += f", acc {acc:.1%}"
-                    break
-        except (OSError, ValueError):
-            pass
-    started = meta.get("started", path.stat().st_mtime)
-    return RunRecord(path, meta.get("name", path.name), started, status, summary)
+            r = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a crash, or by the tail's start
+        if not isinstance(r, dict) or r.get("kind") not in ("summary", "run"):
+            continue
+        if r["kind"] == "run":  # a segment began after the last summary: it runs now (run.json says)
+            break
+        # the last segment's end; run.json written after it (a run continued just now) knows better
+        if isinstance(r.get("status"), str) and (status == "unknown" or not _newer(path / "run.json",
+                                                                                    path / "metrics.jsonl")):
+            status = r["status"]
+        summary = _summary_text(r)
+        break
+    started = _number(meta.get("started"))
+    if started is None:
+        try:
+            started = path.stat().st_mtime
+        except OSError:
+            started = 0.0
+    name = meta.get("name") if isinstance(meta.get("name"), str) and meta.get("name") else path.name
+    graph = meta.get("graph") if isinstance(meta.get("graph"), str) else None
+    return RunRecord(path, name, started, status, summary, graph)
 
 
 def list_runs(root: Path) -> list[RunRecord]:
     """Runs under `root`, newest first."""
     if not root.exists():
         return []
-    runs = [r for p in root.iterdir() if p.is_dir() and (r := read_run(p)) is not None]
+    try:
+        paths = [p for p in root.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    runs = [r for p in paths if (r := read_run(p)) is not None]
     return sorted(runs, key=lambda r: r.started, reverse=True)
 
 
@@ -100,10 +166,12 @@ def run_steps_per_epoch(path: Path) -> int:
 
 
 class RunsPanel(QWidget):
-    """`overlay_changed(list of RUN_DIR paths)` when ticks change; `reopen_requested(Document, path)`."""
+    """`overlay_changed(list of RUN_DIR paths)` when ticks change; `reopen_requested(Document, path)`
+    to reopen a run (its graph and weights), `train_on_requested(Document, path)` to train it on."""
 
     overlay_changed = Signal(list)
     reopen_requested = Signal(object, object)
+    train_on_requested = Signal(object, object)
 
     def __init__(self, root: Path, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -111,9 +179,13 @@ class RunsPanel(QWidget):
         self.list = QListWidget()
         self.list.itemChanged.connect(lambda _i: self.overlay_changed.emit(self.checked()))
         self.list.itemDoubleClicked.connect(lambda _i: self.reopen_selected())
-        reopen = QPushButton("Open graph")
-        reopen.setToolTip("Open the graph this run was trained from (as a new, untitled document)")
+        reopen = QPushButton("Reopen run")
+        reopen.setToolTip("Open the graph this run trained, with its weights: Resume continues a stopped "
+                          "run, Export writes its weights")
         reopen.clicked.connect(self.reopen_selected)
+        train_on = QPushButton("Train on…")
+        train_on.setToolTip("Reopen this run and train it for more epochs, in its own folder")
+        train_on.clicked.connect(lambda: self.reopen_selected(self.train_on_requested))
         refresh = QPushButton("Refresh")
         refresh.clicked.connect(self.refresh)
         hint = QLabel("Tick runs to overlay their curves.")
@@ -122,6 +194,7 @@ class RunsPanel(QWidget):
         buttons.addWidget(hint, 1)
         buttons.addWidget(refresh)
         buttons.addWidget(reopen)
+        buttons.addWidget(train_on)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.list)
@@ -133,7 +206,8 @@ class RunsPanel(QWidget):
         self.list.blockSignals(True)
         self.list.clear()
         for run in list_runs(self.root):
-            when = time.strftime("%b %d %H:%M", time.localtime(run.started))
+            # a name made by run_name carries its clock time already: the day is enough beside it
+            when = time.strftime("%b %d" if " #" in run.name else "%b %d %H:%M", time.localtime(run.started))
             text = f"{run.name}   ·   {when}   ·   {run.status.replace('_', ' ')}"
             if run.summary:
                 text += f"   ·   {run.summary}"
@@ -149,7 +223,7 @@ class RunsPanel(QWidget):
         return [self.list.item(i).data(Qt.UserRole) for i in range(self.list.count())
                 if self.list.item(i).checkState() == Qt.Checked]
 
-    def reopen_selected(self) -> Document | None:
+    def reopen_selected(self, signal: Any = None) -> Document | None:
         item = self.list.currentItem()
         if item is None:
             return None
@@ -158,5 +232,5 @@ class RunsPanel(QWidget):
             doc = load_document(path / "document.json")
         except DocumentError:
             return None
-        self.reopen_requested.emit(doc, path)
+        (signal or self.reopen_requested).emit(doc, path)
         return doc

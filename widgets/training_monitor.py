@@ -6,14 +6,16 @@ import json
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, QStandardPaths, Qt, QTimer, Signal
-from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QSplitter, QVBoxLayout, QWidget
 
-from app.document import Document, validate
-from app.export.graph import dataset_input_shape
+from app.document import Document, Problem, format_problem
+from app.files import write_text_atomic
+from app.training.preflight import check_training
 from app.worker import TrainingSession, collect_garbage_on_the_ui_thread_while, step_graph_for_document
 from widgets.canvas_overlay import CanvasDashboard
 from widgets.confusion_matrix import ConfusionMatrixView
@@ -21,7 +23,7 @@ from widgets.decision_boundary import DecisionBoundaryView
 from widgets.doctor_panel import DoctorPanel
 from widgets.graph_view import ComputationGraphView
 from widgets.plots import TrainingPlots
-from widgets.runs import RunsPanel, new_run_dir, run_steps_per_epoch
+from widgets.runs import RunsPanel, new_run_dir, read_run, run_name, run_steps_per_epoch
 from widgets.theme import icon
 from widgets.training_panel import ACTIVE_STATES, TrainingPanel
 
@@ -83,6 +85,9 @@ class TrainingMonitor(QObject):
         self._unsubscribe = None
         self._snapshot_signature: str | None = None
         self.check_threads: list[threading.Thread] = []
+        self.loaded_weights: LoadedWeights | None = None  # the next Start's and Export's weights
+        self.reopened: ReopenedRun | None = None  # a run reopened from Runs, not continued yet
+        self.run_label: str | None = None  # the current run's name ("cnn_digits #3 · 14:05")
 
         import engine.cuda
         from engine.backend import cupy_backend
@@ -141,9 +146,12 @@ class TrainingMonitor(QObject):
         p.overfit_requested.connect(self.run_overfit_check)
         self.doctor.node_clicked.connect(self.focus_node)
         self.doctor.apply_lr_requested.connect(self._apply_suggested_lr)
+        self.doctor.policy_changed.connect(self._doctor_policy_changed)
         self.graph_view.op_clicked.connect(self.focus_node)
         self.runs.overlay_changed.connect(self._overlay_runs)
         self.runs.reopen_requested.connect(self._reopen_run)
+        self.runs.train_on_requested.connect(lambda doc, path: self._reopen_run(doc, path)
+                                             and self.train_on())
         self.checks.done.connect(self._check_done)
         self.checks.error.connect(lambda what, msg: self.doctor.show_check_error(what, msg))
         self.editor.document_replaced.connect(self._document_replaced)
@@ -174,6 +182,8 @@ class TrainingMonitor(QObject):
                 ("step", "Step one &batch", self.step_once, "F10", "step"),
                 ("stop", "S&top", self.stop, "Shift+F5", "stop"),
                 ("reset", "Reset &weights", self.reset, None, "reset"),
+                ("train_on", "Train &on…", self.train_on, None, "train"),
+                ("load_weights", "&Load weights into the graph…", self.load_weights_dialog, None, None),
                 (None, None, None, None, None),
                 ("graph", "Refresh computation &graph", self.refresh_graph, None, None),
                 ("lr_finder", "&LR range finder", self.run_lr_finder, None, "search"),
@@ -194,7 +204,9 @@ class TrainingMonitor(QObject):
         enabled = {"start": state not in ACTIVE_STATES, "pause": state == "running",
                    "resume": state == "paused" or self.can_continue(),
                    "step": state in ("running", "paused"), "stop": state in ("building", "running", "paused"),
-                   "reset": state not in ACTIVE_STATES and self.session is not None,
+                   "reset": state not in ACTIVE_STATES and any(
+                       x is not None for x in (self.session, self.reopened, self.loaded_weights)),
+                   "train_on": self.can_train_on(), "load_weights": state not in ACTIVE_STATES,
                    "lr_finder": not busy, "overfit": not busy}
         for key, on in enabled.items():
             self.actions[key].setEnabled(on)
@@ -204,8 +216,8 @@ class TrainingMonitor(QObject):
     # --- state --------------------------------------------------------------------------------------------
     @property
     def state(self) -> str:
-        if self.session is None:
-            return "ready"
+        if self.session is None:  # a run reopened from Runs shows as it ended
+            return self.reopened.status if self.reopened is not None else "ready"
         if self.session.state == "ready" and self.session.is_running():
             return "building"
         return self.session.state
@@ -226,30 +238,61 @@ class TrainingMonitor(QObject):
         # the path to the Output is only a warning (left out)
         path = getattr(self.window, "path", None)
         base_dir = Path(path).parent if path is not None else None
-        errors = [p for p in validate(doc, dataset_input_shape(doc, base_dir)) if p.severity == "error"]
+        # the check the Trainer, the CLI and the canvas run, with its deep step (one forward and backward on
+        # two real samples): whatever would fail is refused here, named on its node, never a traceback
+        errors = [p for p in check_training(doc, base_dir=base_dir, deep=True) if p.severity == "error"]
         if errors:
-            self.window.show_error("Can't train this graph", "Fix the graph first:\n" + "\n".join(
-                f"{p.node_id or ''}: {p.message}" for p in errors[:8]))
+            self._refuse_start(errors)
             return None
-        self.runs_root.mkdir(parents=True, exist_ok=True)
-        name = self.window.path.stem if getattr(self.window, "path", None) else "untitled"
-        run_dir = new_run_dir(self.runs_root, name)
-        options: dict[str, Any] = {}
+        graph = self.graph_name()
+        try:
+            self.runs_root.mkdir(parents=True, exist_ok=True)
+            name = run_name(self.runs_root, graph)
+            run_dir = new_run_dir(self.runs_root, graph)
+        except OSError as exc:  # a read-only or full disk, a file where the runs folder should be
+            self._refuse_unwritable(exc)
+            return None
+        options: dict[str, Any] = {"preflight_deep": False}  # just done above
         if epochs is not None:
             options["epochs"] = epochs
         if base_dir is not None:
             # relative dataset paths in a saved document mean "next to the document", as in `wiregrad train`
             options["base_dir"] = base_dir
         device = self.panel.device.currentData()
+        if self.loaded_weights is not None:  # loaded into this graph: the run starts from them
+            options["initial_weights"] = self.loaded_weights.arrays
         session = TrainingSession(doc, run_dir, device=device, parent=self, **options)
-        meta = {"name": name, "started": time.time(), "status": "running",
+        session.set_doctor_policy(self.doctor.policy())
+        meta = {"name": name, "graph": graph, "started": time.time(), "status": "running",
                 "source": str(self.window.path or "")}
-        (run_dir / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+        try:
+            write_text_atomic(run_dir / "run.json", json.dumps(meta))
+        except OSError as exc:
+            session.deleteLater()
+            self._refuse_unwritable(exc)
+            return None
+        self.reopened = None
+        self._attach(session, name)
+        self.status("Engine: compiling the graph and loading the dataset…")
+        return session
+
+    def _refuse_unwritable(self, exc: OSError) -> None:
+        """Start can't write its run folder: say where and why in one dialog; nothing else changes."""
+        from app.files import describe_os_error
+
+        where = exc.filename or self.runs_root
+        self.window.show_error("Can't start training",
+                               f"Wiregrad can't write the run folder:\n{where}\n{describe_os_error(exc)}")
+
+    def _attach(self, session: TrainingSession, name: str) -> None:
+        """Make `session` the current run (named `name`), route its signals and start it."""
         self.runs.refresh()  # the new run is listed while it trains, not only once it has ended
         self._clear_views()
         self.session = session
         self.sessions.append(session)
-        self._snapshot_signature = model_signature(doc)
+        self.run_label = name
+        self.window.set_run_name(name)
+        self._snapshot_signature = model_signature(session.doc)
         self.forked = False
         self.panel.show_fork(None)
         s = session
@@ -271,9 +314,35 @@ class TrainingMonitor(QObject):
         self.editor.edit_lock = LOCK_MESSAGE
         self.dashboard.start()
         self._tint_timer.start()
-        self.status("Engine: compiling the graph and loading the dataset…")
         self._sync_actions()
-        return session
+
+    def _refuse_start(self, errors: list[Problem]) -> None:
+        """Say why Start is refused: one plain line per problem, the first node at fault selected and
+        centred on the canvas, and a traceback (when the deep check caught one) behind Details."""
+        doc = self.editor.doc
+        at_fault = next((p.node_id for p in errors if p.node_id in doc.nodes), None)
+        if at_fault is not None:
+            scene = self.editor.scene
+            scene.select_nodes([at_fault])
+            item = scene.nodes.get(at_fault)
+            if item is not None:
+                self.editor.view.center_on(item.sceneBoundingRect().center())
+        lines = [format_problem(p) for p in errors[:8]]
+        if len(errors) > 8:
+            lines.append(f"… and {len(errors) - 8} more")
+        text = "Fix this first:\n" + "\n".join(lines)
+        detail = "\n\n".join(p.detail for p in errors if p.detail)
+        self.status(f"Can't train: {lines[0]}", 10000)
+        if not detail:
+            self.window.show_error("Can't train this graph", text)
+            return
+        box = QMessageBox(QMessageBox.Icon.Critical, "Can't train this graph", text,
+                          QMessageBox.StandardButton.Ok, self.window)
+        box.setDetailedText(detail)
+        box.setWindowModality(Qt.WindowModality.WindowModal)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.refusal_box = box  # the open box (tests read it)
+        box.open()
 
     def pause(self) -> None:
         if self.session is not None:
@@ -289,26 +358,198 @@ class TrainingMonitor(QObject):
 
     def can_continue(self) -> bool:
         s = self.session
-        return s is not None and not s.is_running() and s.state == "stopped" and s.trainer is not None
+        if s is None:  # a stopped run reopened from Runs, with its checkpoint
+            return self.reopened is not None and self.reopened.status == "stopped"
+        return not s.is_running() and s.state == "stopped" and s.trainer is not None
 
     def continue_run(self) -> TrainingSession | None:
         """Train a stopped run on: same weights, optimiser state and run folder, from its data cursor;
         the plots carry on. Refused when the canvas no longer matches the run's graph."""
         if not self.can_continue():
             return None
+        if self.session is None:
+            return self._continue_reopened(self.reopened.epochs)
         if model_signature(self.editor.doc) != self._snapshot_signature:
             self.window.show_error("Can't continue this run", "The graph changed since the run stopped; "
                                    "Start trains the edited graph as a new run.")
             return None
+        return self._go_on("Engine: continuing the stopped run…")
+
+    def _go_on(self, message: str) -> TrainingSession:
+        """Start the current (not running) session's worker again: the run goes on from its cursor."""
         self.forked = False
         self.panel.show_fork(None)
+        _note_run(self.session.run_dir, status="running")
+        self.runs.refresh()
         self.session.start()
         self.editor.edit_lock = LOCK_MESSAGE
         self.dashboard.start()
         self._tint_timer.start()
-        self.status("Engine: continuing the stopped run…")
+        self.status(message)
         self._sync_actions()
         return self.session
+
+    # --- runs that last: reopen, train on, load weights --------------------------------------------------
+    def graph_name(self) -> str:
+        """What runs of the open graph are named after: its file, the example it came from, the run it was
+        reopened from, else "untitled"."""
+        w = self.window
+        if getattr(w, "path", None) is not None:
+            return Path(w.path).stem
+        if getattr(w, "example", None):
+            return str(w.example).replace(" ", "_")
+        if self.reopened is not None and self.reopened.graph:
+            return self.reopened.graph
+        return "untitled"
+
+    def can_train_on(self) -> bool:
+        """A run that ended (finished, stopped, stopped early), live or reopened with its checkpoint, can
+        train for more epochs."""
+        if self.is_active():
+            return False
+        s = self.session
+        if s is None:
+            return self.reopened is not None
+        return s.trainer is not None and s.state in ("finished", "stopped", "early_stopped")
+
+    def ask_more_epochs(self, done: int, planned: int) -> int | None:
+        """How many more epochs to train (None: cancelled). Tests replace this."""
+        more, ok = QInputDialog.getInt(
+            self.window, "Train on",
+            f"{self.run_label or 'The run'} has trained {done} of its {planned} epochs.\n"
+            f"Train it on for how many more epochs?", 5, 1, 1_000_000)
+        return more if ok else None
+
+    def train_on(self, more: int | None = None) -> TrainingSession | None:
+        """Train the current (or reopened) run for `more` epochs beyond those it has trained (asked when
+        None), in the same run folder: its history goes on, a schedule planned from the epochs is
+        re-planned (the status bar says how)."""
+        if not self.can_train_on():
+            return None
+        s = self.session
+        done, planned = (s.trainer.epoch, s.trainer.epochs) if s is not None else \
+            (self.reopened.epoch, self.reopened.epochs)
+        if more is None:
+            more = self.ask_more_epochs(done, planned)
+            if more is None:
+                return None
+        signature = self._snapshot_signature if s is not None else self.reopened.signature
+        if model_signature(self.editor.doc) != signature:
+            self.window.show_error("Can't train this run on", "The graph changed since the run ended; Start "
+                                   "trains the edited graph as a new run.")
+            return None
+        if s is None:
+            return self._continue_reopened(done + more)
+        from app.training import TrainerError
+
+        try:
+            note = s.trainer.set_epochs(done + more)
+        except TrainerError as exc:
+            self.window.show_error("Can't train this run on", str(exc))
+            return None
+        session = self._go_on(f"Engine: training {self.run_label or 'the run'} on to {done + more} epochs…")
+        if note:
+            self.status(note, 10000)
+        return session
+
+    def _continue_reopened(self, epochs: int) -> TrainingSession | None:
+        """Continue a run reopened from Runs: a new session on its folder, from its last.ckpt (weights,
+        optimiser, schedule, data cursor), for `epochs` in all; the plots show its history first."""
+        r = self.reopened
+        if model_signature(self.editor.doc) != r.signature:
+            self.window.show_error("Can't continue this run", "The graph changed since the run was reopened; "
+                                   "Start trains the edited graph as a new run.")
+            return None
+        options: dict[str, Any] = {"epochs": epochs, "resume_from": r.checkpoint}
+        if r.base_dir is not None:
+            options["base_dir"] = r.base_dir
+        device = self.panel.device.currentData()
+        try:
+            session = TrainingSession(self.editor.doc, r.path, device=device, parent=self, **options)
+        except OSError as exc:  # the run's folder went away or turned read-only since it was reopened
+            self._refuse_unwritable(exc)
+            return None
+        session.set_doctor_policy(self.doctor.policy())
+        session.previous_status = r.status
+        _note_run(r.path, status="running")
+        self.reopened = None
+        self._attach(session, r.name)
+        self._replay(r.path)
+        self.status(f"Engine: continuing {r.name} from epoch {r.epoch + 1}…")
+        return session
+
+    def _replay(self, run_dir: Path) -> None:
+        """A continued run's history (its metrics.jsonl) into the plots, before its new batches."""
+        from app.training import read_metrics
+        from app.training.metrics import BatchMetrics, batch_and_epoch_records
+
+        try:
+            records = batch_and_epoch_records(read_metrics(run_dir / "metrics.jsonl"))
+        except OSError:
+            return
+        self.plots.set_steps_per_epoch(run_steps_per_epoch(run_dir))
+        batches: list[Any] = []
+        for m in records:
+            if isinstance(m, BatchMetrics):
+                batches.append(m)
+                continue
+            self.plots.add_batches(batches)
+            batches = []
+            self.plots.add_epoch(m)
+        self.plots.add_batches(batches)
+        self.plots.redraw()
+
+    def load_weights_dialog(self) -> None:
+        folder = str(self.runs_root if self.runs_root.exists() else Path.home())
+        path, _ = QFileDialog.getOpenFileName(
+            self.window, "Load weights into the graph", folder,
+            "Weights (*.safetensors *.ckpt);;All files (*)")
+        if path:
+            self.load_weights(path)
+
+    def load_weights(self, source: str | os.PathLike[str]) -> bool:
+        """Load a .safetensors file's (or a checkpoint's) tensors into the open graph, matched by node id,
+        parameter name and shape: they become the initial weights of the next Start and of Export. The
+        report (what matched, what did not and why) is shown in a dialog."""
+        from app.export import ExportError
+        from app.export.graph import dataset_input_shape
+        from app.export.onnx_export import initial_state
+        from app.export.weights import read_state_dict
+        from app.training.checkpoint import match_weights
+
+        if self.is_active():
+            self.window.show_error("Training is running", "Stop the run before loading weights.")
+            return False
+        source = str(source)
+        path = getattr(self.window, "path", None)
+        try:
+            arrays = read_state_dict(source)
+            own = initial_state(self.editor.doc, dataset_input_shape(
+                self.editor.doc, Path(path).parent if path is not None else None))
+        except (ExportError, OSError, ValueError) as exc:
+            self.window.show_error("Can't load the weights", str(exc))
+            return False
+        except Exception as exc:  # noqa: BLE001 - a graph that does not compile yet
+            self.window.show_error("Can't load the weights", f"the graph does not build: {exc}")
+            return False
+        match = match_weights(own, arrays, Path(source).name)
+        if not match.loaded:
+            self.window.show_error("Can't load the weights", "\n".join(match.lines()))
+            return False
+        self.loaded_weights = LoadedWeights(Path(source).name, match.loaded)
+        self._discard_run()
+        self.window.show_report("Weights loaded", _weights_report(match))
+        self.status(f"Loaded {len(match.loaded)} of {match.total} tensors from {Path(source).name}: Start "
+                    "trains from them", 8000)
+        return True
+
+    def _discard_run(self) -> None:
+        """Forget the current run's session (not its folder): other weights take its place."""
+        self.session = None
+        self.reopened = None
+        self._clear_views()
+        self.panel.show_fork(None)
+        self._sync_actions()
 
     def stop(self) -> None:
         if self.session is not None and self.is_active():
@@ -324,6 +565,8 @@ class TrainingMonitor(QObject):
         if self.is_active():
             self.shutdown()
         self.session = None
+        self.reopened = None
+        self.loaded_weights = None
         self._clear_views()
         self.panel.show_fork(None)
         self._sync_actions()
@@ -396,15 +639,64 @@ class TrainingMonitor(QObject):
                 records = read_metrics(path / "metrics.jsonl")
             except (OSError, ValueError):
                 continue
-            self.plots.add_overlay(path.name[-24:], records, run_steps_per_epoch(path), i)
+            record = read_run(path)
+            self.plots.add_overlay(record.name if record is not None else path.name[-24:], records,
+                                   run_steps_per_epoch(path), i)
 
-    def _reopen_run(self, doc: Document, path: Path) -> None:
+    def _reopen_run(self, doc: Document, path: Path) -> bool:
+        """Open the graph a run trained, with its weights, optimiser state and cursor (its last.ckpt):
+        Resume continues a stopped run, Train on trains any ended run for more epochs, Export and Start
+        take its weights. A run without a checkpoint (it failed) opens its graph only."""
+        from app.training import CheckpointError, read_checkpoint
+
         if self.is_active():
             self.window.show_error("Training is running", "Stop the run before opening another graph.")
-            return
-        if self.window.maybe_save():
-            self.window._set_document(doc, None)
-            self.status(f"Opened the graph run {path.name} was trained from", 6000)
+            return False
+        if not self.window.maybe_save():
+            return False
+        record = read_run(path)
+        name = record.name if record is not None else path.name
+        ckpt = path / "last.ckpt"
+        meta: dict[str, Any] | None = None
+        weights = None
+        if ckpt.is_file():
+            try:
+                obj, meta = read_checkpoint(ckpt)
+                from app.export.weights import state_dict_arrays
+
+                weights = state_dict_arrays(obj["model"])
+            except (CheckpointError, KeyError, TypeError, ValueError) as exc:
+                self.status(f"{name}: its checkpoint can't be read ({exc}); opened its graph only", 10000)
+                meta = None
+        self.window._set_document(doc, None)
+        self.session = None
+        self._clear_views()
+        self.window.set_run_name(name, reopened=True)
+        if meta is None:
+            self.reopened = None
+            self._sync_actions()
+            if not ckpt.is_file():
+                self.status(f"Opened the graph {name} trained (the run kept no checkpoint)", 8000)
+            return True
+        cursor = meta.get("cursor") or {}
+        planned = cursor.get("epochs")
+        epochs = planned if isinstance(planned, int) else int(doc.training["epochs"])
+        status = record.status if record is not None else "stopped"
+        if status in ("running", "unknown", "paused", "stopping"):
+            status = "stopped"  # the app closed while it trained: its last.ckpt is where it stopped
+        source = _json_field(path / "run.json", "source")
+        base_dir = Path(source).parent if source and Path(source).parent.is_dir() else None
+        self.reopened = ReopenedRun(path, ckpt, name, record.graph if record else None, status,
+                                    int(cursor.get("epoch", 0)), epochs, model_signature(doc), base_dir)
+        self.loaded_weights = LoadedWeights(name, weights) if weights else None
+        self.run_label = name
+        self._replay(path)
+        self._sync_actions()
+        what = ("Resume continues it" if status == "stopped"
+                else "Training ▸ Train on trains it for more epochs")
+        self.status(f"Reopened {name} with its weights ({status.replace('_', ' ')} after "
+                    f"{self.reopened.epoch} of {epochs} epochs): {what}", 10000)
+        return True
 
     # --- document watch (no silent mismatch) ------------------------------------------------------------
     def _watch_document(self) -> None:
@@ -413,6 +705,11 @@ class TrainingMonitor(QObject):
         self._unsubscribe = self.editor.doc.subscribe(lambda _e: self._document_changed())
 
     def _document_replaced(self, _doc: Any) -> None:
+        # another document: weights loaded into, or a run reopened for, the previous one don't carry over
+        self.reopened = None
+        self.loaded_weights = None
+        if getattr(self, "actions", None):
+            self._sync_actions()
         self._watch_document()
         self.panel.set_setup(self.editor.doc.training)
         if not self.is_active():
@@ -476,13 +773,23 @@ class TrainingMonitor(QObject):
         self.doctor.add_finding(f)
         if f.node_id and f.severity in ("warning", "error"):
             self.dashboard.set_alert(f.node_id)
-        if f.rule == "nonfinite" or f.severity == "error":
+        paused = self.doctor.policy().get(f.rule) == "pause"  # the trainer paused on it
+        if f.rule == "nonfinite" or f.severity == "error" or paused:
             self.doctor_dock.raise_()
             if f.node_id:
                 self.focus_node(f.node_id)
-            self.status(f"Training doctor: {f.message}")
+            tail = " — Resume trains on; Policy in the doctor panel chooses what pauses" if paused else ""
+            self.status(f"Training doctor: {f.message}{tail}")
+
+    def _doctor_policy_changed(self, policy: dict[str, str]) -> None:
+        """The doctor panel's Policy applies to the run in progress from its next finding on."""
+        if self.session is not None:
+            self.session.set_doctor_policy(policy)
 
     def _on_event(self, e: Any) -> None:
+        if e.event == "schedule_replanned":
+            self.status(str(e.detail.get("message")), 12000)
+            return
         if e.event == "lr_changed":
             self.plots.mark_event(e.epoch, e.batch, f"lr → {e.detail.get('new'):.3g}", on=("loss", "lr"))
             old, new = e.detail.get("old"), e.detail.get("new")
@@ -504,19 +811,19 @@ class TrainingMonitor(QObject):
                 self.status(f"Engine: paused{where}")
 
     def _on_failed(self, message: str, tb: str) -> None:
+        s = self.session
+        if s is not None and s.trainer is None and s.resume_from is not None:
+            # the run could not be continued (its checkpoint, a schedule that can't cover the epochs): it
+            # is as it was, not failed
+            _note_run(s.run_dir, status=getattr(s, "previous_status", "stopped"))
+            self.runs.refresh()
         self.status(f"Training failed: {message}")
         self.window.show_error("Training failed", f"{message}\n\nThe document is untouched; fix the problem "
                                f"and press Start again.\n\n{tb[-2000:]}")
 
     def _on_run_ended(self, summary: Any) -> None:
-        if self.session is not None and self.session.run_dir is not None:
-            meta_path = self.session.run_dir / "run.json"
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-                meta["status"] = summary.status
-                meta_path.write_text(json.dumps(meta), encoding="utf-8")
-            except (OSError, ValueError):
-                pass
+        if self.session is not None:
+            _note_run(self.session.run_dir, status=summary.status)
         acc = f", val accuracy {summary.val_accuracy:.1%}" if summary.val_accuracy is not None else ""
         self.status(f"Run {summary.status.replace('_', ' ')} after {summary.epochs} epochs "
                     f"({summary.seconds:.1f} s){acc}", 10000)
@@ -560,7 +867,65 @@ class TrainingMonitor(QObject):
 
     def _apply_suggested_lr(self, lr: float) -> None:
         self.panel.lr.setValue(lr)
-        self.set_lr(lr)
+        self.panel.request_lr()  # once: a Set pressed afterwards does not ask for it again
+
+
+@dataclass
+class LoadedWeights:
+    """Weights for the open graph (a file's, or a reopened run's), matched by node id, name and shape:
+    the next Start trains from them and Export writes them."""
+
+    source: str
+    arrays: dict[str, Any]
+
+
+@dataclass
+class ReopenedRun:
+    """A run reopened from Runs with its last.ckpt: what Resume and Train on continue."""
+
+    path: Path
+    checkpoint: Path
+    name: str
+    graph: str | None
+    status: str
+    epoch: int  # whole epochs trained
+    epochs: int  # epochs planned
+    signature: str  # model_signature of its graph: an edited canvas can't continue it
+    base_dir: Path | None  # where its relative dataset paths point
+
+
+def _weights_report(match: Any) -> str:
+    """The Load weights dialog's text: how many loaded, which, and each mismatch on its own line."""
+    lines = [f"{len(match.loaded)} of the graph's {match.total} tensors loaded from {match.source}.", ""]
+    if match.loaded:
+        lines += ["Matched: " + ", ".join(match.loaded), ""]
+    if match.problems:
+        lines += ["Not loaded:", *(f"•  {p}" for p in match.problems), ""]
+    lines.append("Start trains from these weights; Export writes them.")
+    return "\n".join(lines)
+
+
+def _json_field(path: Path, key: str) -> Any:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _note_run(run_dir: Path | None, **fields: Any) -> None:
+    """Merge `fields` into RUN_DIR/run.json (its status); a damaged run.json is replaced."""
+    if run_dir is None:
+        return
+    path = Path(run_dir) / "run.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = {}
+    try:
+        path.write_text(json.dumps({**(meta if isinstance(meta, dict) else {}), **fields}), encoding="utf-8")
+    except OSError:
+        pass  # the folder went away: the run's metadata only
 
 
 def expected_predictions(editor: Any) -> tuple[bool, bool | None]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -161,7 +161,11 @@ class TrainerCallback:
 
 
 class JsonlWriter(TrainerCallback):
-    """Streams every record as one JSON line to `path` (flushed per epoch and per event)."""
+    """Streams every record as one JSON line to `path` (flushed per epoch and per event).
+
+    A run can have several segments (stop, then continue; finish, then train on): the file is closed
+    at each run end, so a finished run holds no file open, and opened again in append mode by the next
+    record, so every segment's records land in the one file."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -172,7 +176,7 @@ class JsonlWriter(TrainerCallback):
     def _write(self, record: _Record, flush: bool = False) -> None:
         with self._lock:
             if self._file.closed:
-                return
+                self._file = open(self.path, "a", encoding="utf-8")
             self._file.write(json.dumps(record.to_dict(), allow_nan=False) + "\n")
             if flush:
                 self._file.flush()
@@ -203,6 +207,45 @@ class JsonlWriter(TrainerCallback):
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """All records of a metrics.jsonl file, as dicts."""
+    """All records of a metrics.jsonl file, as dicts. A line that is not a JSON object (the last one,
+    cut short when the app was killed mid-write) is left out: the rest of the run still reads."""
+    records = []
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def _unclean(value: Any) -> Any:
+    """Undo `_clean`: "nan", "inf", "-inf" back to floats."""
+    if isinstance(value, str):
+        return _NONFINITE.get(value, value)
+    if isinstance(value, dict):
+        return {k: _unclean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unclean(v) for v in value]
+    return value
+
+
+def batch_and_epoch_records(records: list[dict[str, Any]]) -> list[BatchMetrics | EpochMetrics]:
+    """The batch and epoch records of a metrics.jsonl (as `read_metrics` gives them) as the objects a
+    live run emits, in order: to show a run's history again when it is continued."""
+    out: list[BatchMetrics | EpochMetrics] = []
+    for r in records:
+        cls = {"batch": BatchMetrics, "epoch": EpochMetrics}.get(r.get("kind"))
+        if cls is None:
+            continue
+        names = {f.name for f in fields(cls)}
+        try:
+            out.append(cls(**{k: _unclean(v) for k, v in r.items() if k in names}))
+        except TypeError:  # a record missing a field: not one this version wrote
+            continue
+    return out

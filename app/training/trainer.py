@@ -9,7 +9,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,8 @@ import engine.nn.utils
 import engine.optim
 import engine.optim.lr_scheduler
 from app.compile import CompiledModel, build_loss, compile_document
-from app.datasets import DatasetSplit, load_dataset
+from app.datasets import DatasetSplit
 from app.document import Document, infer_shapes
-from app.document.catalogue import CLASS_LOSSES, FLOAT_TARGET_LOSSES
 from app.document.document import OPTIMIZER_OPTIONS
 from engine.cuda import describe_error as device_failure
 
@@ -39,9 +38,22 @@ from .metrics import (
     RunSummary,
     TrainerCallback,
 )
+from .preflight import (
+    PreflightError,
+    build_optimizer,
+    build_scheduler,
+    check_training,
+    convert_targets,
+    load_training_dataset,
+)
 
 STATES = ("ready", "running", "paused", "stopping", "finished", "stopped", "early_stopped", "failed")
-_PER_BATCH_SCHEDULES = ("OneCycleLR",)
+# the schedule attributes Wiregrad plans from the number of epochs (when the document leaves them unset);
+# a run trained on for more epochs re-plans them
+_PLANNED = {"OneCycleLR": ("total_steps",), "CosineAnnealingLR": ("T_max",), "StepLR": ("step_size",),
+            "MultiStepLR": ("milestones",)}
+_PLAN_OPTIONS = {"OneCycleLR": ("total_steps", "epochs", "steps_per_epoch"), "CosineAnnealingLR": ("T_max",),
+                 "StepLR": ("step_size",), "MultiStepLR": ("milestones",)}
 _OPTIMIZER_OPTIONS = {kind: ("lr", *options) for kind, options in OPTIMIZER_OPTIONS.items()}
 _TUPLE_OPTIONS = ("betas", "etas")
 
@@ -107,7 +119,7 @@ class Trainer:
                  doctor: bool = True, thresholds: DoctorThresholds | None = None,
                  histograms: bool = False, stats_every: int = 1, detail_every: int = 1,
                  checkpoint_every: int | None = None, on_nonfinite: str = "pause",
-                 blas_threads: int | None = None, probe_size: int = 256) -> None:
+                 blas_threads: int | None = None, probe_size: int = 256, preflight_deep: bool = True) -> None:
         self.doc = doc.copy()
         t = self.doc.training
         self.training = t
@@ -127,11 +139,15 @@ class Trainer:
         self.callbacks: list[Any] = list(callbacks)
         self.device = self._resolve_device(device or t["device"])
 
-        engine.manual_seed(self.seed)
         if dataset is None:
-            spec = dict(t["dataset"])
-            spec.setdefault("val_fraction", t["val_fraction"])
-            dataset = load_dataset(spec, self.seed, base_dir=base_dir)
+            dataset = load_training_dataset(self.doc, base_dir)  # cached: the check before it loaded it too
+        # the one check the editor, the CLI and Start run too; before the seed, so its deep check (one
+        # forward and backward on two samples) can't shift the run's random numbers
+        found = check_training(self.doc, dataset=dataset, deep=preflight_deep, epochs=self.epochs)
+        errors = [p for p in found if p.severity == "error"]
+        if errors:
+            raise PreflightError(errors)
+        engine.manual_seed(self.seed)
         self.data = dataset
         self.model: CompiledModel = compile_document(self.doc, dataset.input_shape)
         self.info = infer_shapes(self.doc, dataset.input_shape)
@@ -191,76 +207,15 @@ class Trainer:
         return engine.device(name)
 
     def _prepare_targets(self) -> tuple[np.ndarray, np.ndarray, bool]:
-        """Targets in the form the loss wants, checked against what the graph predicts."""
-        ds = self.data
+        """Targets in the form the loss wants; `check_training` has checked them against the graph."""
         out_id = self.model.output_ids[0]
-        pred = self.info.nodes[out_id].in_shapes.get("in")
-        losses = self.loss_fn.names
-        classify = ds.task == "classification"
-        y_train, y_val = ds.y_train, ds.y_val
-        where = f"node {out_id}"
-        if any(name in CLASS_LOSSES for name in losses):
-            if not classify:
-                raise TrainerError(f"{where}: {losses[0]} needs class labels, but dataset {ds.name} is a "
-                                   f"{ds.task} task; use MSELoss")
-            if pred is not None and len(pred) == 2 and ds.num_classes and pred[1] < ds.num_classes:
-                raise TrainerError(f"{where}: the prediction has {pred[1]} class scores (N, {pred[1]}), but "
-                                   f"dataset {ds.name} has {ds.num_classes} classes; set the last layer's "
-                                   f"out_features to {ds.num_classes}")
-            return y_train.astype(np.int64), y_val.astype(np.int64), True
-        if any(name in FLOAT_TARGET_LOSSES for name in losses):
-            if classify:  # class ids -> one-hot (or a 0/1 column for a single output)
-                width = pred[-1] if pred else None
-                if width == ds.num_classes and width and width > 1:
-                    eye = np.eye(width, dtype=np.float32)
-                    return eye[y_train], eye[y_val], True
-                if width == 1 and ds.num_classes == 2:
-                    return (y_train.astype(np.float32)[:, None], y_val.astype(np.float32)[:, None], True)
-                raise TrainerError(f"{where}: {losses[0]} compares the prediction {_shape_text(pred)} with "
-                                   f"targets, but dataset {ds.name} gives {ds.num_classes} class labels; "
-                                   f"predict {ds.num_classes} values or use CrossEntropyLoss")
-            target = (None, *ds.target_shape)
-            if pred is not None and tuple(pred[1:]) != tuple(ds.target_shape):
-                raise TrainerError(f"{where}: the prediction is {_shape_text(pred)} but dataset {ds.name} "
-                                   f"gives targets {_shape_text(target)}; make them match")
-        return y_train.astype(np.float32), y_val.astype(np.float32), False
+        return convert_targets(self.data, self.info.nodes[out_id].in_shapes.get("in"), self.loss_fn.names)
 
     def _build_optimizer(self):
-        opt = self.training["optimizer"]
-        kind = opt["type"]
-        kwargs = {k: opt[k] for k in _OPTIMIZER_OPTIONS[kind] if k in opt}
-        for name in _TUPLE_OPTIONS:
-            if name in kwargs:
-                kwargs[name] = tuple(kwargs[name])
-        if kind == "SGD" and kwargs.get("nesterov") and not kwargs.get("momentum"):
-            kwargs["nesterov"] = False
-        try:
-            return getattr(engine.optim, kind)(self.model.parameters(), **kwargs)
-        except ValueError as exc:  # e.g. Rprop etas not around 1: the document cannot check pairs
-            raise TrainerError(f"training: optimizer {kind}: {exc}") from None
+        return build_optimizer(self.training, self.model.parameters())
 
     def _build_scheduler(self):
-        sched = self.training["lr_schedule"]
-        kind = sched["type"]
-        options = dict(sched.get("options") or {})
-        if kind == "constant":
-            return None, False
-        lr_sched = engine.optim.lr_scheduler
-        if kind == "OneCycleLR":
-            options.setdefault("max_lr", self.training["optimizer"]["lr"])
-            options.setdefault("total_steps", self.epochs * math.ceil(self.steps_per_epoch / self.accumulate))
-        elif kind == "CosineAnnealingLR":
-            options.setdefault("T_max", self.epochs)
-        elif kind == "StepLR":
-            options.setdefault("step_size", max(1, self.epochs // 3))
-        elif kind == "MultiStepLR":
-            options.setdefault("milestones", [self.epochs // 2, 3 * self.epochs // 4])
-        elif kind == "ExponentialLR":
-            options.setdefault("gamma", 0.95)
-        try:
-            return getattr(lr_sched, kind)(self.optimizer, **options), kind in _PER_BATCH_SCHEDULES
-        except (TypeError, ValueError) as exc:
-            raise TrainerError(f"training: lr_schedule {kind} with options {options}: {exc}") from None
+        return build_scheduler(self.training, self.optimizer, self.epochs, self.steps_per_epoch)
 
     # ------------------------------------------------------------------ control (any thread)
     @property
@@ -322,7 +277,29 @@ class Trainer:
         self._emit("on_event", ControlEvent(event, detail, self.epoch, self.step, self.batch))
 
     def _finding(self, finding: Finding) -> None:
+        """Report a finding; one whose rule's policy is "pause" pauses the run like NaN does (the
+        GUI), or ends it (on_nonfinite="stop": the CLI, which cannot resume)."""
+        doctor = self.doctor
+        act = (finding.severity != "error" and doctor is not None
+               and doctor.thresholds.action(finding.rule) == "pause")
+        if act:
+            verb = "stopped" if self.on_nonfinite == "stop" else "paused"
+            finding.message = f"training {verb}: {finding.message}"
         self._emit("on_finding", finding)
+        if not act:
+            return
+        if self.on_nonfinite == "stop":
+            if self._doctor_stop is None:
+                self._doctor_stop = finding
+            self._stop.set()
+        elif not self._paused:
+            self._paused = True
+            self._event("paused", reason="doctor", rule=finding.rule)
+
+    def set_doctor_policy(self, policy: dict[str, str]) -> None:
+        """Change what the run does on each doctor rule ("pause" or "warn") from the next finding on."""
+        if self.doctor is not None:
+            self.doctor.thresholds.policy = {**self.doctor.thresholds.policy, **policy}
 
     # ------------------------------------------------------------------ command handling
     def _apply(self, cmd: tuple) -> None:
@@ -438,6 +415,7 @@ class Trainer:
         self._set_state("running")
         self._emit("on_run_start", self.run_info())
         status, error = "finished", None
+        self._doctor_stop: Finding | None = None  # the finding whose policy ended the run (CLI)
         try:
             while self.epoch < self.epochs:
                 result = self._train_epoch()
@@ -459,6 +437,9 @@ class Trainer:
             self._set_state("failed")
             self._emit("on_run_end", self._summary(status, started, error))
             raise
+        if status == "stopped" and self._doctor_stop is not None:
+            why = self._doctor_stop.message.removeprefix("training stopped: ")
+            status, error = "failed", f"the training doctor stopped the run: {why}"
         if self.run_dir is not None and status != "failed":
             self.save_checkpoint(self.run_dir / "last.ckpt")
         if status == "stopped":  # a later run() continues from the cursor, running
@@ -561,7 +542,8 @@ class Trainer:
         else:
             fix = ("save your work and restart the app (a failed CUDA context cannot be used again), or "
                    "train on the CPU")
-        self._finding(Finding("device", "error", f"training paused: {reason} {where}", fix, node,
+        verb = "stopped" if self.on_nonfinite == "stop" else "paused"
+        self._finding(Finding("device", "error", f"training {verb}: {reason} {where}", fix, node,
                               {"stage": self._stage, "device": str(self.device)}, self.epoch, self.step))
         if self.on_nonfinite == "stop":
             self._device_error = f"{reason} {where}"
@@ -704,7 +686,10 @@ class Trainer:
         """Name the layer that made NaN/Inf, then pause (GUI) or end the run (CLI). True = end."""
         self.optimizer.zero_grad(set_to_none=True)
         where = locate_nonfinite(self.model, self.loss_fn, x, y)
-        self._finding(nonfinite_finding(where, loss_value, self._lr(), self.epoch, self.step))
+        finding = nonfinite_finding(where, loss_value, self._lr(), self.epoch, self.step)
+        if self.on_nonfinite == "stop":  # the CLI's run ends here; it is not waiting paused
+            finding.message = finding.message.replace("training paused:", "training stopped:", 1)
+        self._finding(finding)
         if self.on_nonfinite == "stop":
             return True
         if not self._paused:
@@ -810,16 +795,69 @@ class Trainer:
         self._event("checkpoint", path=str(path))
         return path
 
-    def load_checkpoint(self, path: str | Path) -> None:
-        """Continue from a checkpoint: weights, optimiser, schedule, scaler, RNG and cursor."""
-        ckpt.load_checkpoint(self, Path(path))
+    def load_checkpoint(self, path: str | Path) -> str | None:
+        """Continue from a checkpoint: weights, optimiser, schedule, scaler, RNG and cursor. When this
+        Trainer runs for another number of epochs than the checkpoint's run planned, a schedule planned
+        from the epochs is re-planned (see `set_epochs`); returns that note, else None."""
+        planned = ckpt.load_checkpoint(self, Path(path))
         self.resumed_from = str(path)
+        return self._replan_schedule(planned)
 
+    def set_epochs(self, epochs: int) -> str | None:
+        """Train to `epochs` in all (more, to train a finished run on). Call while the run is not running.
+        A schedule planned from the number of epochs (OneCycleLR total_steps, CosineAnnealingLR T_max,
+        StepLR step_size, MultiStepLR milestones, when the document leaves them unset) is re-planned for
+        the new total and moved to the current step; returns one line saying what changed, or None.
+        TrainerError when an option the document sets cannot cover the new total."""
+        epochs = int(epochs)
+        if epochs < 1:
+            raise TrainerError(f"epochs must be at least 1, got {epochs}")
+        old, self.epochs = self.epochs, epochs
+        try:
+            return self._replan_schedule(old)
+        except TrainerError:
+            self.epochs = old
+            raise
 
-def _shape_text(shape: Sequence[int | None] | None) -> str:
-    if shape is None:
-        return "?"
-    return "(" + ", ".join("N" if d is None else str(d) for d in shape) + ")"
+    def _replan_schedule(self, old_epochs: int | None) -> str | None:
+        """Make the schedule follow the plan for `self.epochs` at the current step (the same code path
+        for the CLI's --resume and the app's continue / train on)."""
+        s = self.scheduler
+        kind = type(s).__name__
+        keys = _PLANNED.get(kind)
+        if s is None or not keys:
+            return None
+        groups = self.optimizer.param_groups
+        saved = [{k: v for k, v in g.items() if k != "params"} for g in groups]
+        fresh, _ = self._build_scheduler()  # the plan for self.epochs; building it moves the lrs: restore
+        for g, values in zip(groups, saved):
+            g.update(values)
+        options = self.training["lr_schedule"].get("options") or {}
+        set_by_user = [k for k in _PLAN_OPTIONS[kind] if k in options]
+        if set_by_user or all(getattr(fresh, k) == getattr(s, k) for k in keys):
+            if kind == "OneCycleLR":
+                needed = self.epochs * math.ceil(self.steps_per_epoch / self.accumulate)
+                if s.total_steps < needed:
+                    which = ", ".join(set_by_user)
+                    raise TrainerError(
+                        f"training: lr_schedule OneCycleLR plans {s.total_steps} steps ({which} set in the "
+                        f"document), but {self.epochs} epochs take {needed}; raise it, or remove it so the "
+                        f"schedule is planned from the epochs")
+            return None  # the user's own plan, which covers the run: keep it
+        fresh.last_epoch, fresh._step_count = s.last_epoch, s._step_count
+        fresh.base_lrs = list(s.base_lrs)  # an lr changed during the run rescaled them
+        before = self._lr()
+        closed = getattr(fresh, "_get_closed_form_lr", None)
+        for g, lr in zip(groups, closed() if closed is not None else fresh.get_lr()):
+            g["lr"] = lr
+        fresh._last_lr = [g["lr"] for g in groups]
+        self.scheduler = fresh
+        was = f" (was {old_epochs})" if old_epochs is not None else ""
+        note = (f"lr schedule {kind} re-planned for {self.epochs} epochs{was}: lr goes from {before:.3g} "
+                f"to {self._lr():.3g}")
+        self._event("schedule_replanned", schedule=kind, epochs=self.epochs, was=old_epochs, old_lr=before,
+                    new_lr=self._lr(), message=note)
+        return note
 
 
 def _jsonable(value: Any) -> Any:

@@ -111,6 +111,54 @@ def test_console_entry_point_runs_as_a_module(tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
+# --- the training check (check_training): validate and train refuse the same graphs, one line each ------
+def cnn_without_flatten():
+    data = json.loads((EXAMPLES / "cnn_digits.json").read_text())
+    data["nodes"] = [n for n in data["nodes"] if n["id"] != "flat"]
+    data["edges"] = [e for e in data["edges"] if "flat" not in (e["from"][0], e["to"][0])]
+    data["edges"].append({"from": ["pool2", "out"], "to": ["out", "in"]})
+    return data
+
+
+def test_validate_refuses_a_cnn_without_flatten_that_used_to_pass(tmp_path, capsys):
+    assert main(["validate", write(tmp_path, cnn_without_flatten())]) == 2
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines == ["node loss, port in: CrossEntropyLoss expects (N, C) logits for class labels, "
+                     "got (N, 32, 2, 10); add Flatten before out"]
+
+
+def test_train_refuses_it_before_writing_anything_one_line_per_problem(tmp_path, capsys):
+    run = tmp_path / "run"
+    data = cnn_without_flatten()
+    data["training"]["lr_schedule"] = {"type": "StepLR", "options": {"step_size": 0}}
+    assert main(["train", write(tmp_path, data), "--out", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("wiregrad train: error: ") for line in err)
+    assert any("add Flatten before out" in line for line in err)
+    assert any("training.lr_schedule.options.step_size: " in line for line in err)
+    assert not run.exists()
+
+
+def test_validate_names_the_layer_too_big_for_this_machine(tmp_path, capsys):
+    doc = tiny_doc()
+    doc["nodes"][1]["params"]["out_features"] = 2**31 - 1
+    assert main(["validate", write(tmp_path, doc)]) == 2
+    line, = capsys.readouterr().out.strip().splitlines()
+    assert line.startswith("node fc1: its 2,147,483,647 × 2 weights need") and "GiB" in line
+
+
+def test_validate_reads_a_relative_dataset_path_next_to_the_document(tmp_path, capsys, monkeypatch):
+    rows = "a,b,label\n" + "".join(f"{i % 7},{i % 5},{i % 3}\n" for i in range(60))
+    (tmp_path / "data.csv").write_text(rows)
+    graph = write(tmp_path, tiny_doc(dataset={"name": "csv", "path": "data.csv"}))
+    monkeypatch.chdir(tmp_path.parent)  # not the document's folder
+    assert main(["validate", graph]) == 0, capsys.readouterr().out
+    (tmp_path / "data.csv").write_text("a,label\nnot a number,1\n")
+    assert main(["validate", graph]) == 2
+    line, = capsys.readouterr().out.strip().splitlines()[-1:]
+    assert line.startswith("training.dataset") and "Traceback" not in line
+
+
 # --- fuzz ----------------------------------------------------------------------------------------
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False) | st.text(max_size=8),

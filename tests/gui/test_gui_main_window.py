@@ -95,12 +95,20 @@ def test_examples_menu_lists_the_shipped_examples_and_opens_them_untitled(window
     assert not window.errors
 
 
+def _crash(window):
+    """As after a crash: the autosave stays, its owner's lock is gone (a real kill -9 is in
+    tests/gui/test_hostile_files_gui.py); a live window's autosave is never offered to another."""
+    window._recovery_lock.unlock()
+    window._recovery_lock = None
+
+
 def test_autosave_writes_a_recovery_file_that_a_new_window_offers_to_restore(window, qtbot, tmp_path):
     assert not window.autosave_now()  # nothing to save while unmodified
     window.editor.set_param("fc1", "out_features", 77)
     assert window.autosave_now() and window.recovery_path.exists()
     from app.main_window import MainWindow
 
+    _crash(window)
     settings = QSettings(str(tmp_path / "s2.ini"), QSettings.IniFormat)
     other = MainWindow(settings=settings, recovery_dir=window.recovery_dir)  # as after a crash
     other.ask_save_changes = lambda: "discard"  # closing at teardown must not wait for a dialog
@@ -116,6 +124,7 @@ def test_declining_recovery_deletes_the_recovery_file(window, qtbot, tmp_path):
     window.autosave_now()
     from app.main_window import MainWindow
 
+    _crash(window)
     other = MainWindow(recovery_dir=window.recovery_dir,
                        settings=QSettings(str(tmp_path / "s3.ini"), QSettings.IniFormat))
     other.ask_save_changes = lambda: "discard"

@@ -284,7 +284,7 @@ def test_the_doctor_reads_the_newest_error_in_full_below_the_list_and_a_clicked_
                     "lower the learning rate (now 1e+06; try 1e+05)", "out", {"stage": "forward"}, 0, 4)
     panel.add_finding(error)
     text = panel.detail.text()
-    assert "the output of out became NaN/Inf" in text and "try 1e+05" in text and "stage=forward" in text
+    assert "the output of out became NaN/Inf" in text and "try 1e+05" in text and "stage: forward" in text
     assert "step 4" in text
     older = panel.tree.topLevelItem(1)
     panel.tree.setCurrentItem(older)
