@@ -25,6 +25,12 @@ DRAIN_MS = 33  # ~30 UI updates per second, whatever the batch rate
 # CPU and redraws within a few ms instead of waiting behind the trainer (bench_ui_lag: p99 lag about
 # 4x lower under load). An idle machine sees no difference; a busy one trains more slowly.
 WORKER_NICE = 10
+# The trainer gives way to the UI: Python threads share one lock (the GIL), so a UI thread busy with a pan
+# or a repaint gets at most every other 5 ms slice while the trainer runs Python, and on a loaded machine
+# each hand-over waits for the OS to schedule the other thread. When the UI's drain tick is this late, the
+# trainer sleeps at its next batch boundary (up to UI_YIELD_MAX_S) until the UI has caught up.
+UI_LATE_S = 0.015
+UI_YIELD_MAX_S = 0.05
 BOUNDARY_EVERY_S = 0.4  # decision-boundary grid at most this often (it costs one forward of 64x64 points)
 
 
@@ -152,6 +158,7 @@ class _Bridge:
 
     def on_batch_end(self, m: Any) -> None:
         self._put("batch", m)
+        self._give_way()
         t = self.trainer
         if t.scaler is not None and m.stepped:
             scale = float(t.scaler.get_scale())
@@ -165,6 +172,18 @@ class _Bridge:
         if now - self._last_boundary > BOUNDARY_EVERY_S and _is_2d_classification(t):
             self._last_boundary = now
             self._put("boundary", decision_grid(t))
+
+    def _give_way(self) -> None:
+        """Sleep (holding no lock) while the UI thread is behind, at most UI_YIELD_MAX_S per batch."""
+        if UI_YIELD_MAX_S <= 0:
+            return
+        s = self.session
+        late_after = DRAIN_MS / 1000 + UI_LATE_S
+        now = time.perf_counter()
+        until = now + UI_YIELD_MAX_S
+        while now - s._ui_beat > late_after and now < until and s._timer_running:
+            time.sleep(0.002)
+            now = time.perf_counter()
 
     def on_epoch_end(self, m: Any) -> None:
         self._put("epoch", m)
@@ -292,6 +311,8 @@ class TrainingSession(QObject):
         self._timer = QTimer(self)
         self._timer.setInterval(DRAIN_MS)
         self._timer.timeout.connect(self.drain)
+        self._ui_beat = time.perf_counter()  # when the UI thread last drained: how far behind it is
+        self._timer_running = False
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             text = json.dumps(self.doc.to_dict(), indent=1)
@@ -320,6 +341,8 @@ class TrainingSession(QObject):
         self._thread.started.connect(self._runner.run)
         self._ended = False
         collect_garbage_on_the_ui_thread_while(self.is_running)
+        self._ui_beat = time.perf_counter()
+        self._timer_running = True
         self._thread.start()
         self._timer.start()
 
@@ -373,6 +396,7 @@ class TrainingSession(QObject):
     # --- out (UI thread) ---------------------------------------------------------------------------
     def drain(self) -> None:
         """Emit everything the worker produced since the last call, grouped by kind."""
+        self._ui_beat = time.perf_counter()
         with self._inbox.lock:
             items = list(self._inbox.items)
             self._inbox.items.clear()
@@ -431,6 +455,7 @@ class TrainingSession(QObject):
             self.failed.emit(*value)
         elif kind == "finished":
             self._ended = True
+            self._timer_running = False
             self._timer.stop()
             if self._thread is not None:
                 self._thread.quit()

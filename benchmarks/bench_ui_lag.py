@@ -123,8 +123,22 @@ def _window_view(app, tmp: Path, interact: bool = False):
     return start
 
 
+def _run_loop_until(done: Callable[[], bool]) -> None:
+    """Run Qt's own event loop (it sleeps in poll() without the GIL, as the app's does) until `done()`."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    check = QTimer()
+    check.setInterval(20)
+    check.timeout.connect(lambda: loop.quit() if done() else None)
+    check.start()
+    if not done():
+        loop.exec()
+    check.stop()
+
+
 def measure(start: Callable, app, batches: int, blas_threads: int | None) -> tuple[np.ndarray, float]:
-    from PySide6.QtCore import QTimer
+    from PySide6.QtCore import Qt, QTimer
 
     seen = [0]
     session, close = start(blas_threads, seen)
@@ -137,18 +151,15 @@ def measure(start: Callable, app, batches: int, blas_threads: int | None) -> tup
         last[0] = now
 
     timer = QTimer()
+    timer.setTimerType(Qt.PreciseTimer)
     timer.setInterval(TICK_MS)
     timer.timeout.connect(tick)
-    while seen[0] < 5 and session.is_running():  # don't count compiling and loading
-        app.processEvents()
-        time.sleep(0.002)
+    _run_loop_until(lambda: seen[0] >= 5 or not session.is_running())  # don't count compiling and loading
     started = time.perf_counter()
     n0 = seen[0]
     last[0] = time.perf_counter()
     timer.start()
-    while seen[0] < n0 + batches and session.is_running():
-        app.processEvents()
-        time.sleep(0.0005)  # a real event loop sleeps in poll(); this keeps the loop comparable
+    _run_loop_until(lambda: seen[0] >= n0 + batches or not session.is_running())
     timer.stop()
     rate = (seen[0] - n0) / (time.perf_counter() - started)
     session.shutdown()
@@ -164,6 +175,11 @@ def main() -> None:
     parser.add_argument("--blas", choices=("capped", "uncapped", "both"), default="capped")
     parser.add_argument("--nice", default="10,0", help="worker niceness values to compare, e.g. 10,0")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--give-way", default=None,
+                        help="UI_YIELD_MAX_S values to compare (the trainer's longest sleep per batch "
+                             "while the UI is behind; 0 = never), e.g. 0.05,0")
+    parser.add_argument("--switch", default=None,
+                        help="sys.setswitchinterval values to compare (seconds), e.g. 0.005,0.0005")
     parser.add_argument("--interact", action="store_true", help="pan, zoom and switch tabs while training")
     parser.add_argument("--load", type=int, default=0, help="busy processes to run beside the app")
     parser.add_argument("--warmup", type=float, default=0.0,
@@ -183,6 +199,8 @@ def _run(args: argparse.Namespace) -> None:
     import app.worker as worker_module
 
     nices = [int(v) for v in args.nice.split(",")]
+    ways = [float(v) for v in args.give_way.split(",")] if args.give_way else [worker_module.UI_YIELD_MAX_S]
+    switches = [float(v) for v in args.switch.split(",")] if args.switch else [sys.getswitchinterval()]
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
@@ -193,14 +211,18 @@ def _run(args: argparse.Namespace) -> None:
     blas = list(caps.values()) if args.blas == "both" else [caps[args.blas]]
     for r in range(args.rounds):
         for view in chosen:
-            for (label, cap), nice in itertools.product(blas if view == "plots" else [caps["capped"]], nices):
+            for (label, cap), nice, way, switch in itertools.product(
+                    blas if view == "plots" else [caps["capped"]], nices, ways, switches):
                 worker_module.WORKER_NICE = nice
+                worker_module.UI_YIELD_MAX_S = way
+                sys.setswitchinterval(switch)
                 time.sleep(0.3)
                 lags, rate = measure(views[view], app, args.batches, cap)
                 p50, p99, worst = np.percentile(lags, 50), np.percentile(lags, 99), lags.max()
                 what = f"{view}+interact" if view == "window" and args.interact else view
-                print(f"round {r + 1}  {what:15s}  {label:13s}  nice {nice:2d}  lag p50 {p50:6.1f} ms   "
-                      f"p99 {p99:6.1f} ms   "
+                print(f"round {r + 1}  {what:15s}  {label:13s}  nice {nice:2d}  give way {way:.3f} s  "
+                      f"switch {switch * 1000:.1f} ms  "
+                      f"lag p50 {p50:6.1f} ms   p99 {p99:6.1f} ms   "
                       f"max {worst:6.1f} ms   ({len(lags)} ticks, {rate:.0f} batches/s, "
                       f"load {os.getloadavg()[0]:.1f})", flush=True)
 
