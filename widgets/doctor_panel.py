@@ -9,11 +9,13 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QMenu,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QToolButton,
     QTreeWidget,
@@ -27,6 +29,7 @@ from widgets.plots import PlainAxis
 from widgets.theme import current_theme
 
 LR_PLOT_MIN_H = 180  # the LR finder's plot: readable ticks on both axes, not a strip
+CHECK_HINT = "Run the LR finder or the overfit-one-batch check from the Training panel."
 SEVERITY_ICON = {"error": "✖", "warning": "⚠", "info": "ℹ"}  # glyphs DejaVu Sans has (⛔ drew a box)
 
 
@@ -67,8 +70,17 @@ class DoctorPanel(QWidget):
         self.detail.setWordWrap(True)
         self.detail.setTextFormat(Qt.RichText)
         self.detail.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.detail.setStyleSheet(f"padding: 6px; border-top: 1px solid {theme.muted}")
-        self.detail.hide()
+        self.detail.setStyleSheet("padding: 6px")
+        self.detail.setAlignment(Qt.AlignTop | Qt.AlignLeft)
+        # a long fix and its evidence scroll in a short dock rather than being cut off under "Checks"
+        self.detail_scroll = QScrollArea()
+        self.detail_scroll.setWidget(self.detail)
+        self.detail_scroll.setWidgetResizable(True)
+        self.detail_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.detail_scroll.setFrameShape(QFrame.NoFrame)
+        self.detail_scroll.setStyleSheet(f"QScrollArea {{ border-top: 1px solid {theme.muted} }}")
+        self.detail_scroll.setMinimumHeight(3 * self.detail.fontMetrics().lineSpacing() + 12)
+        self.detail_scroll.hide()
         self.empty = QLabel("No findings yet: the doctor watches gradients, loss and activations "
                             "while training.")
         self.empty.setWordWrap(True)
@@ -76,7 +88,7 @@ class DoctorPanel(QWidget):
         self.empty.setStyleSheet(f"color: {theme.muted}; padding: 6px")
 
         self.check_title = QLabel("<b>Checks</b>")
-        self.check_text = QLabel("Run the LR finder or the overfit-one-batch check from the Training panel.")
+        self.check_text = QLabel(CHECK_HINT)
         self.check_text.setWordWrap(True)
         self.check_text.setTextInteractionFlags(Qt.TextSelectableByMouse)
         # plain lr tick labels on a log axis (0.001, 0.01, 0.1: no "x0.001" scale to misread)
@@ -127,7 +139,7 @@ class DoctorPanel(QWidget):
         tl.addLayout(prow)
         tl.addWidget(self.empty)
         tl.addWidget(self.tree, 1)
-        tl.addWidget(self.detail)
+        tl.addWidget(self.detail_scroll, 1)
         bottom = QWidget()
         bl = QVBoxLayout(bottom)
         bl.setContentsMargins(4, 4, 4, 4)
@@ -138,23 +150,34 @@ class DoctorPanel(QWidget):
         bl.addLayout(row)
         bl.addWidget(self.check_text)
         bl.addWidget(self.lr_plot, 1)
+        bl.addStretch(0)  # without the plot, the text stays under its title, not spread over a gap
         split = QSplitter(Qt.Vertical)
         split.addWidget(top)
         split.addWidget(bottom)
         split.setSizes([300, 160])
         split.setChildrenCollapsible(False)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 0)
         self.split = split
+        self.bottom = bottom
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(split)
         self.tree.hide()
 
     def clear(self) -> None:
-        self.findings.clear()
+        # the tree first: clearing it moves the current item, whose detail reads self.findings
         self.tree.clear()
+        self.findings.clear()
         self.tree.hide()
-        self.detail.hide()
+        self.detail_scroll.hide()
         self.empty.show()
+
+    def reset(self) -> None:
+        """Forget the findings and the last check's result (another document is open)."""
+        self.clear()
+        self.clear_check()
+        self.check_text.setText(CHECK_HINT)
 
     def add_finding(self, f: Any) -> None:
         """Show a Finding at the top of the list."""
@@ -184,10 +207,11 @@ class DoctorPanel(QWidget):
         self._show_detail(self.tree.currentItem())
 
     def _show_detail(self, item: QTreeWidgetItem | None) -> None:
-        if item is None:
-            self.detail.hide()
+        index = item.data(1, Qt.UserRole) if item is not None else None
+        if index is None or not 0 <= index < len(self.findings):
+            self.detail_scroll.hide()
             return
-        f = self.findings[item.data(1, Qt.UserRole)]
+        f = self.findings[index]
         theme = current_theme()
         color = {"error": theme.error, "warning": theme.warning}.get(f.severity, theme.text)
         where = [f"epoch {f.epoch + 1}"] if f.epoch is not None else []
@@ -203,7 +227,19 @@ class DoctorPanel(QWidget):
         if f.evidence:
             text += f"<br><span style='color:{theme.muted}'>{html.escape(_evidence_text(f.evidence))}</span>"
         self.detail.setText(text)
-        self.detail.show()
+        self.detail_scroll.show()
+        self._fit_detail()
+
+    def _fit_detail(self) -> None:
+        """The detail as tall as its text (the list gets the rest), scrolling when the dock is short."""
+        width = self.detail_scroll.viewport().width() or self.width()
+        self.detail_scroll.setMaximumHeight(max(self.detail_scroll.minimumHeight(),
+                                                self.detail.heightForWidth(width) + 2))
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if self.detail_scroll.isVisible():
+            self._fit_detail()
 
     def _clicked(self, item: QTreeWidgetItem, _column: int) -> None:
         node = item.data(0, Qt.UserRole)
@@ -222,6 +258,17 @@ class DoctorPanel(QWidget):
         self.lr_plot.hide()
         self.apply_button.hide()
         self.suggested = None
+        self._fit_checks()
+
+    def _fit_checks(self) -> None:
+        """Without the LR plot the checks need a title and a few lines: give the rest back to the
+        findings, rather than leave an empty gap where the plot was."""
+        sizes = self.split.sizes()
+        total = sum(sizes)
+        layout = self.bottom.layout()  # wrapped text: the height for this width, not the one-line hint
+        want = max(self.bottom.sizeHint().height(), layout.totalHeightForWidth(self.bottom.width()))
+        if total > want and sizes[1] > want:
+            self.split.setSizes([total - want, want])
 
     # --- policy ------------------------------------------------------------------------------------------
     def policy(self) -> dict[str, str]:

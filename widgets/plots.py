@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QTextDocument
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -160,10 +160,12 @@ class PlainAxis(pg.AxisItem):
     def tickValues(self, minVal: float, maxVal: float, size: float) -> list:  # noqa: N802, N803 - Qt override
         if not self.logMode:
             levels = super().tickValues(minVal, maxVal, size)
-            if not self.integer:
-                return levels
-            whole = [(s, [v for v in values if abs(v - round(v)) < 1e-6]) for s, values in levels if s >= 1]
-            return whole or [(1.0, [float(v) for v in range(math.ceil(minVal), math.floor(maxVal) + 1)])]
+            if self.integer:
+                whole = [(s, [v for v in values if abs(v - round(v)) < 1e-6])
+                         for s, values in levels if s >= 1]
+                levels = whole or [(1.0, [float(v)
+                                          for v in range(math.ceil(minVal), math.floor(maxVal) + 1)])]
+            return self._spread_labels(levels, minVal, maxVal, size)
         lo, hi = sorted((minVal, maxVal))
         decades = list(range(math.ceil(lo - 1e-9), math.floor(hi + 1e-9) + 1))
         every = max(1, math.ceil(len(decades) * self.MIN_LABEL_GAP_PX / max(size, 1)))
@@ -178,6 +180,29 @@ class PlainAxis(pg.AxisItem):
             major = sorted(major + extra)
             minor = [v for v in minor if v not in extra]
         return [(None, major), (None, minor)]
+
+    def _spread_labels(self, levels: list, lo: float, hi: float, size: float) -> list:
+        """On a narrow horizontal axis, label every 2nd, 5th, 10th... major tick so that the labels keep
+        a gap ("100 200 300", not "100200300"); the ticks left out stay as unlabelled minor ticks."""
+        if self.orientation not in ("bottom", "top") or not levels or not levels[0][1] or hi <= lo:
+            return levels
+        spacing, values = levels[0]
+        metrics = QFontMetrics(self.style["tickFont"] or self.font())
+        widest = max(metrics.horizontalAdvance(t) for t in self.tickStrings(values, self.scale, spacing))
+        need = widest + self.MIN_LABEL_GAP_PX / 2
+        px = size / (hi - lo)
+        if spacing * px >= need:
+            return levels
+        factor = next(f * 10 ** e for e in range(12) for f in (2, 5, 10)
+                      if spacing * f * 10 ** e * px >= need)
+        step = spacing * factor
+        labelled = [v for v in values if abs(v / step - round(v / step)) < 1e-6]
+        if not labelled:  # no multiple of the wider step in view: the middle tick alone
+            labelled = [values[len(values) // 2]]
+        rest = [v for v in values if v not in labelled]
+        minor = [v for _s, vs in levels[1:] for v in vs]
+        # level 1 would be labelled too (maxTextLevel): the unlabelled ticks go one level further down
+        return [(step, labelled), (step, []), (spacing, sorted(rest + minor))]
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
         if not self.logMode:
@@ -205,14 +230,24 @@ def elide_middle(name: str, limit: int = LEGEND_NAME_CHARS) -> str:
     return f"{name[:head]}…{name[len(name) - (limit - 1 - head):]}"
 
 
-def legend_html(title: str, entries: Iterable[tuple[str, str, str]], text_color: str) -> str:
+def legend_html(title: str, entries: Iterable[tuple[str, str, str]], text_color: str,
+                overlays: Iterable[tuple[str, str]] = (), muted: str | None = None, more: int = 0) -> str:
     """The card header: a bold title then one coloured sample per curve (name, colour, kind), on one
-    line: long names are elided (the header's tooltip has them whole)."""
+    line: long names are elided (the header's tooltip has them whole). Other runs' `overlays` (name,
+    colour) come last, one short entry per run: what is cut at the right is theirs, never the current
+    run's own curves."""
     marks = {"line": "━━", "dash": "╍╍", "dot": "●"}
     parts = [f"<b style='color:{text_color}'>{html.escape(title)}</b>"]
     for name, color, kind in entries:
         parts.append(f"<span style='color:{color}'>{marks.get(kind, '━━')}</span>"
                      f"<span style='color:{text_color}'>&nbsp;{html.escape(elide_middle(name))}</span>")
+    runs = [f"<span style='color:{color}'>━━</span>"
+            f"&nbsp;{html.escape(elide_middle(name, OVERLAY_NAME_CHARS))}" for name, color in overlays]
+    if more:  # overlaid runs left out for want of room (the header's tooltip names them)
+        runs.append(f"… +{more}" if runs else f"… {more} run{'s' if more > 1 else ''}")
+    if runs:
+        parts.append(f"<span style='color:{muted or text_color}'>overlay: " + "&nbsp;&nbsp; ".join(runs)
+                     + "</span>")
     return "<nobr>" + "&nbsp;&nbsp; ".join(parts) + "</nobr>"
 
 
@@ -287,6 +322,7 @@ class PlotCard(QWidget):
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.entries: dict[str, tuple[str, str, str]] = {}  # key -> (name, colour, kind) in the header
         self.long_names: dict[str, str] = {}  # key -> the whole name of an entry shown shortened
+        self.overlay_runs: dict[str, str] = {}  # key of another run's curve -> that run's name
         self.markers: list[pg.InfiniteLine] = []
         self.set_log_y(log_y)
         self._update_header()
@@ -324,18 +360,53 @@ class PlotCard(QWidget):
 
     def remove_curve(self, key: str) -> None:
         self.long_names.pop(key, None)
+        self.overlay_runs.pop(key, None)
         c = self.curves.pop(key, None)
         if c is not None:
             self.plot.removeItem(c)
         if self.entries.pop(key, None) is not None:
             self._update_header()
 
+    def shown_title(self) -> str:
+        """The title, elided with "…" when the card is too narrow for all of it ("Gradient norm per…")."""
+        font = QFont(self.header.font())
+        font.setBold(True)
+        room = self.header.contentsRect().width()
+        if room <= 0:
+            return self.title
+        return QFontMetrics(font).elidedText(self.title, Qt.ElideRight, room)
+
     def _update_header(self) -> None:
-        self.header.setText(legend_html(self.title, self.entries.values(), current_theme().text))
+        theme = current_theme()
+        own = [entry for key, entry in self.entries.items() if key not in self.overlay_runs]
+        runs: dict[str, str] = {}  # run name -> colour, one entry per overlaid run
+        for key, (_name, color, _kind) in self.entries.items():
+            if key in self.overlay_runs:
+                runs.setdefault(self.overlay_runs[key], color)
+        title = self.shown_title()
+        shown_runs = list(runs.items())
+        text = legend_html(title, own, theme.text, shown_runs, theme.muted)
+        room = self.header.contentsRect().width()
+        if shown_runs and room > 0:  # whole overlay entries or none: never one cut in the middle
+            measure = QTextDocument()
+            measure.setDocumentMargin(0)
+            measure.setDefaultFont(self.header.font())
+            measure.setHtml(text)
+            while shown_runs and measure.idealWidth() > room:
+                shown_runs.pop()
+                text = legend_html(title, own, theme.text, shown_runs, theme.muted,
+                                   len(runs) - len(shown_runs))
+                measure.setHtml(text)
+        self.header.setText(text)
         names = [self.long_names.get(key, name) for key, (name, _color, _kind) in self.entries.items()]
         shown = [name for name, _color, _kind in self.entries.values()]
-        cut = any(elide_middle(n) != n for n in shown) or any(k in self.long_names for k in self.entries)
-        self.header.setToolTip("\n".join(names) if cut else "")
+        cut = (title != self.title or any(elide_middle(n) != n for n in shown)
+               or any(k in self.long_names for k in self.entries))
+        self.header.setToolTip("\n".join([self.title, *names]) if cut else "")
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._update_header()  # the title's elision follows the width
 
     def mark(self, x: float, text: str) -> None:
         """A vertical marker (an lr change, a pause) labelled with `text`."""
@@ -776,6 +847,7 @@ class TrainingPlots(QWidget):
                                  (self.loss, f"run:{name}:val", f"{name} val"),
                                  (self.accuracy, f"run:{name}:val", f"{name} val")):
             card.long_names[key] = label
+            card.overlay_runs[key] = name
         self.loss.curve(f"run:{name}", color + "90", short, width=1.2).setData(
             np.asarray(xs, float), ema(np.asarray(ys, float), self.alpha()))
         self.loss.curve(f"run:{name}:val", color, f"{short} val", style=Qt.DashLine).setData(vx, vy)
@@ -783,6 +855,7 @@ class TrainingPlots(QWidget):
             self.accuracy.curve(f"run:{name}:val", color, f"{short} val", style=Qt.DashLine).setData(ax, ay)
         else:
             self.accuracy.long_names.pop(f"run:{name}:val", None)
+            self.accuracy.overlay_runs.pop(f"run:{name}:val", None)
         self.loss._update_header()
         self.accuracy._update_header()
         self.loss.fit()

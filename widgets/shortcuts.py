@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import shiboken6
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QDialog,
@@ -27,9 +27,40 @@ def _plain(text: str) -> str:
     return text.replace("&&", "\0").replace("&", "").replace("\0", "&").rstrip("…").rstrip(".").strip()
 
 
+# keys beyond the printable ones that every keyboard has; Qt's standard bindings add others a user can't
+# type ("F14", the "Undo" and "Copy" keys of old Sun keyboards), which only confuse a shortcuts list
+_TYPEABLE_KEYS = {Qt.Key_Escape, Qt.Key_Tab, Qt.Key_Backtab, Qt.Key_Backspace, Qt.Key_Return, Qt.Key_Enter,
+                  Qt.Key_Insert, Qt.Key_Delete, Qt.Key_Home, Qt.Key_End, Qt.Key_Left, Qt.Key_Up, Qt.Key_Right,
+                  Qt.Key_Down, Qt.Key_PageUp, Qt.Key_PageDown, Qt.Key_Space,
+                  *(Qt.Key(Qt.Key_F1.value + i) for i in range(12))}
+# actions whose text names what they act on ("Undo Set optimizer.lr = 0.025"): listed by their plain name
+_STANDARD_NAMES = ((QKeySequence.StandardKey.Undo, "Undo"), (QKeySequence.StandardKey.Redo, "Redo"))
+
+
+def is_typeable(seq: QKeySequence) -> bool:
+    """Whether a user can type `seq` on an ordinary keyboard (F1-F12, no "F14" or "Undo" key)."""
+    if seq.isEmpty():
+        return False
+    for i in range(seq.count()):
+        key = seq[i].key()
+        if key.value >= 0x01000000 and key not in _TYPEABLE_KEYS:
+            return False
+    return True
+
+
 def keys_text(action: QAction) -> str:
-    """All of an action's shortcuts as the platform writes them: "Ctrl+Y, Ctrl+Shift+Z"."""
-    return ", ".join(k.toString(QKeySequence.NativeText) for k in action.shortcuts() if not k.isEmpty())
+    """The shortcuts of an action a user can type, as the platform writes them: "Ctrl+Y, Ctrl+Shift+Z"."""
+    return ", ".join(k.toString(QKeySequence.NativeText) for k in action.shortcuts() if is_typeable(k))
+
+
+def action_name(action: QAction) -> str:
+    """The action's plain name: "Undo", not "Undo Set optimizer.lr = 0.025413"."""
+    text = _plain(action.text())
+    keys = {k.toString() for k in action.shortcuts()}
+    for standard, name in _STANDARD_NAMES:
+        if text.startswith(name) and keys & {k.toString() for k in QKeySequence.keyBindings(standard)}:
+            return name
+    return text
 
 
 def show_shortcut_in_tooltip(action: QAction) -> None:
@@ -63,7 +94,7 @@ def _menu_rows(menu: QMenu, path: str, seen: set[int], rows: list[tuple[str, str
         keys = keys_text(action)
         if keys and id(action) not in seen:
             seen.add(id(action))
-            rows.append((path, _plain(action.text()), keys))
+            rows.append((path, action_name(action), keys))
 
 
 def shortcut_rows(window: Any) -> list[tuple[str, str, str]]:
@@ -78,7 +109,7 @@ def shortcut_rows(window: Any) -> list[tuple[str, str, str]]:
         keys = keys_text(action)
         if keys and id(action) not in seen and action.text():
             seen.add(id(action))
-            rows.append(("Other", _plain(action.text()), keys))
+            rows.append(("Other", action_name(action), keys))
     return rows
 
 
@@ -117,4 +148,18 @@ class ShortcutsDialog(QDialog):
         layout.addWidget(self.tree, 1)
         layout.addWidget(note)
         layout.addWidget(buttons)
-        self.resize(460, 560)
+        self.resize(self._fitting_size())
+
+    def _fitting_size(self) -> QSize:
+        """Tall enough to list every row without scrolling, as far as the screen allows."""
+        tree = self.tree
+        count = tree.topLevelItemCount()
+        rows = count * tree.sizeHintForRow(0) if count else 0
+        want_tree = tree.header().sizeHint().height() + rows + 2 * tree.frameWidth() + 4
+        height = self.sizeHint().height() - tree.sizeHint().height() + want_tree
+        width = max(460, tree.sizeHintForColumn(0) + tree.sizeHintForColumn(1) + 2 * tree.frameWidth() + 60)
+        screen = self.screen().availableGeometry() if self.screen() is not None else None
+        if screen is not None:
+            height = min(height, round(screen.height() * 0.9))
+            width = min(width, round(screen.width() * 0.9))
+        return QSize(width, max(height, 300))

@@ -11,6 +11,15 @@ from PySide6.QtWidgets import QWidget
 from widgets.theme import current_theme
 
 
+def _blend(top: QColor, under: QColor, alpha: float) -> QColor:
+    """`top` at opacity `alpha` over `under`, as one opaque colour."""
+    return QColor(*(round(alpha * a + (1 - alpha) * b) for a, b in
+                    ((top.red(), under.red()), (top.green(), under.green()), (top.blue(), under.blue()))))
+
+
+MIN_CANVAS_W, MIN_CANVAS_H = 500, 300  # a smaller canvas hides its minimap (the View menu still ticks it)
+
+
 class Minimap(QWidget):
     def __init__(self, view: Any) -> None:
         super().__init__(view)  # not the viewport: scrolling it would drag the minimap along
@@ -20,6 +29,10 @@ class Minimap(QWidget):
         self.setCursor(Qt.PointingHandCursor)
         self.setToolTip("Overview: click or drag to move the view")
         self._nodes_pixmap: QPixmap | None = None  # the nodes drawn once; panning only moves the frame
+        # Opaque: a see-through child makes Qt repaint the canvas under it on every minimap update, and
+        # repaint the minimap on every canvas update (4x the cost of a pan; bench_ui_lag --interact). The
+        # corners are filled with the canvas colour and the panel with its blend, so it looks the same.
+        self.setAttribute(Qt.WA_OpaquePaintEvent, True)
         self._world = QRectF()
         view.viewport_moved.connect(self.update)
         view.scene().changed.connect(self._scene_changed)
@@ -30,9 +43,21 @@ class Minimap(QWidget):
         self._nodes_pixmap = None
         self.update()
 
+    def setVisible(self, visible: bool) -> None:  # noqa: N802 - Qt override
+        """Shown when asked for (the View menu, a graph to frame) and the canvas has room for it."""
+        self._wanted = visible
+        super().setVisible(visible and not self._canvas_too_small())
+
+    def _canvas_too_small(self) -> bool:
+        parent = self.parentWidget()
+        return parent.width() < MIN_CANVAS_W or parent.height() < MIN_CANVAS_H
+
     def reposition(self) -> None:
         parent = self.parentWidget()
-        # a small canvas keeps most of its room for the graph
+        # a small canvas keeps its room for the graph: at 370x260 the minimap covered a third of it
+        show = getattr(self, "_wanted", True) and not self._canvas_too_small()
+        if show != self.isVisibleTo(parent):
+            super().setVisible(show)
         width = max(120, min(200, parent.width() // 5))
         if width != self.width():
             self.setFixedSize(width, round(width * 0.62))
@@ -61,9 +86,10 @@ class Minimap(QWidget):
     def paintEvent(self, event: Any) -> None:
         theme = current_theme()
         painter = QPainter(self)
+        canvas = theme.color("canvas")
+        painter.fillRect(self.rect(), canvas)
         painter.setRenderHint(QPainter.Antialiasing)
-        bg = QColor(theme.base)
-        bg.setAlpha(225)
+        bg = _blend(QColor(theme.base), canvas, 225 / 255)
         painter.setPen(QPen(QColor(theme.node_border), 1))
         painter.setBrush(bg)
         painter.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
