@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -68,10 +69,19 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
+def regular_size(path: str | os.PathLike[str], max_bytes: int | None = None) -> int:
+    """The size of `path` once stat says it is a regular file (of at most `max_bytes`), without opening
+    it: a FIFO would block the open forever, a folder gives a confusing error, a device is endless. Raises
+    like `open_regular` (UnreadableFileError with errno EISDIR for a folder, EFBIG when too large)."""
+    st = os.stat(path)
+    _check_stat(path, st, sys.maxsize if max_bytes is None else max_bytes)
+    return st.st_size
+
+
 def open_regular(path: str | os.PathLike[str], max_bytes: int) -> BinaryIO:
     """Open a regular file of at most `max_bytes` for binary reading. OSError (FileNotFoundError,
     PermissionError, UnreadableFileError...) otherwise; never blocks on a FIFO or a device."""
-    _check_stat(path, os.stat(path), max_bytes)  # refuse devices before opening them at all
+    regular_size(path, max_bytes)  # refuse devices before opening them at all
     flags = os.O_RDONLY
     for name in ("O_NONBLOCK", "O_NOCTTY", "O_CLOEXEC"):  # O_NONBLOCK: a FIFO swapped in can't block the open
         flags |= getattr(os, name, 0)
@@ -167,4 +177,4 @@ def describe_os_error(exc: OSError) -> str:
 
 __all__ = ["MAX_CHECKPOINT_BYTES", "MAX_GRAPH_BYTES", "MAX_INFO_BYTES", "MAX_WEIGHTS_BYTES",
            "UnreadableFileError", "atomic_write", "check_regular", "check_zip_members", "describe_os_error",
-           "open_regular", "read_bytes", "write_text_atomic"]
+           "open_regular", "read_bytes", "regular_size", "write_text_atomic"]

@@ -69,14 +69,17 @@ def default_recovery_dir() -> Path:
 
 
 def write_export(kind: str, doc: Document, path: Path, weights: dict[str, Any] | None, *,
-                 base_dir: Path | None = None, source_name: str | None = None) -> str:
-    """Write one export; `weights` None means a freshly initialised model (the document's seed).
-    Returns which weights went in, for the status bar."""
+                 base_dir: Path | None = None, source_name: str | None = None,
+                 weights_from: str | None = None) -> str:
+    """Write one export; `weights` None means a freshly initialised model (the document's seed);
+    `weights_from` says which weights they are ("weights loaded from w.safetensors"), else the last
+    run's. Returns which weights went in, for the status bar."""
     from app.export import export_onnx, export_pytorch, save_weights
     from app.export.graph import dataset_input_shape
     from app.export.onnx_export import initial_state
 
-    which = "the trained weights of the last run" if weights is not None else "freshly initialised weights"
+    which = "freshly initialised weights" if weights is None else \
+        weights_from or "the trained weights of the last run"
     if kind == "onnx":
         from app.export.onnx_export import describe_onnx
 
@@ -110,6 +113,7 @@ class MainWindow(QMainWindow):
         self.example = example if path is None else None
         self.run_name: str | None = None  # the current training run's name, in the title
         self.reopened_run: str | None = None  # the run the open document was reopened from (Runs)
+        self.reopened_graph: str | None = None  # the graph that run trained: what Save As offers
         self._recovered = False  # a restored document counts as modified until saved
 
         self.editor = NodeEditor(doc if doc is not None else Document(), self)
@@ -331,11 +335,13 @@ class MainWindow(QMainWindow):
             return f"{self.example} (example)"
         return f"{self.reopened_run} (run)" if self.reopened_run else "Untitled"
 
-    def set_run_name(self, name: str | None, *, reopened: bool = False) -> None:
-        """Name the current run in the title; `reopened`: the document is that run's graph."""
+    def set_run_name(self, name: str | None, *, reopened: bool = False, graph: str | None = None) -> None:
+        """Name the current run in the title; `reopened`: the document is that run's graph (named
+        `graph`: its file's stem or example, when the run recorded it)."""
         self.run_name = name
         if reopened:
             self.reopened_run = name
+            self.reopened_graph = graph
         self._update_title()
 
     def _update_title(self) -> None:
@@ -356,7 +362,16 @@ class MainWindow(QMainWindow):
             parts.append(f"⚠ {len(errors)} problem{'s' if len(errors) != 1 else ''}")
         if warnings:
             parts.append(f"△ {len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
-        if not (errors or warnings):
+        from widgets.training_panel import settings_problems
+
+        settings = [p for p in settings_problems(self.editor.scene.problems) if p.severity == "error"]
+        if settings:  # Start would refuse them: said here too, not only once Start is pressed
+            n = len(settings)
+            parts.append(f"✗ {n} problem{'s' if n != 1 else ''} in training settings")
+            self._status.setToolTip("\n".join(p.message for p in settings))
+        else:
+            self._status.setToolTip("")
+        if not (errors or warnings or settings):
             if missing and doc.nodes:
                 parts.append("needs " + " and ".join(f"an {m} node" for m in missing))
             else:
@@ -395,6 +410,7 @@ class MainWindow(QMainWindow):
         self.path = path
         self.example = example
         self.reopened_run = None
+        self.reopened_graph = None
         self.run_name = None
         self._recovered = False
         self.editor.set_document(doc)
@@ -437,7 +453,9 @@ class MainWindow(QMainWindow):
         try:
             doc = load_document(path)
         except DocumentError as exc:
-            self.show_error("Can't open the file", f"{os.fspath(path)}:\n{exc}")
+            # the message names the file already when the file itself was the trouble: once is enough
+            text = str(exc) if os.fspath(path) in str(exc) else f"{os.fspath(path)}:\n{exc}"
+            self.show_error("Can't open the file", text)
             return False
         self._set_document(doc, Path(path))
         self._add_recent(Path(path))
@@ -462,7 +480,7 @@ class MainWindow(QMainWindow):
 
     def save_as(self, path: str | os.PathLike[str] | None = None) -> bool:
         if path is None:
-            stem = (self.example or "untitled").replace(" ", "_")
+            stem = (self.example or self.reopened_graph or "untitled").replace(" ", "_")
             start = str(self.path) if self.path else str(Path.home() / f"{stem}.json")
             path, _ = QFileDialog.getSaveFileName(self, "Save graph", start, FILE_FILTER)
             if not path:
@@ -544,9 +562,15 @@ class MainWindow(QMainWindow):
             path = path.with_suffix(suffix)
         QApplication.setOverrideCursor(Qt.WaitCursor)
         try:
-            which = write_export(kind, self.doc, path, self.run_weights(),
+            weights = self.run_weights()
+            loaded, session = self.training.loaded_weights, self.training.session
+            # run_weights gave the loaded ones (a file's, a reopened run's) when no run trained this graph
+            from_loaded = weights is not None and loaded is not None and (
+                session is None or session.trainer is None)
+            which = write_export(kind, self.doc, path, weights,
                                  base_dir=self.path.parent if self.path else None,
-                                 source_name=self.path.stem if self.path else None)
+                                 source_name=self.path.stem if self.path else None,
+                                 weights_from=loaded.describe() if from_loaded else None)
         except (ExportError, DocumentError, DatasetError, OSError, ValueError) as exc:
             QApplication.restoreOverrideCursor()
             self.show_error("Can't export", f"{path.name}:\n{exc}")

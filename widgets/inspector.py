@@ -430,6 +430,12 @@ class TrainingForm(QWidget):
         title = QLabel("Training setup")
         title.setObjectName("inspectorTitle")
         v.addWidget(title)
+        # what the training check finds wrong with these settings (a schedule that can't run...), in red
+        self.problems_label = _caption("", "fieldError")
+        self.problems_label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.problems_label.setStyleSheet(f"color: {current_theme().error}")
+        self.problems_label.hide()
+        v.addWidget(self.problems_label)
         form = _form()
         self.dataset_combo = QComboBox()
         for info in DATASETS.values():
@@ -456,6 +462,7 @@ class TrainingForm(QWidget):
             text = path.replace("optimizer.", "").replace("lr_schedule.", "schedule ")
             label = QLabel(text.replace("_", " "))
             label.setToolTip(spec.help)
+            label.setProperty("helpTip", spec.help)
             field.label = label
             tform.addRow(label, field.widget)
             self.fields[path] = field
@@ -586,6 +593,41 @@ class TrainingForm(QWidget):
             self.training_rows.setRowVisible(field.widget, applies)
 
 
+    def show_problems(self, problems: list[Any]) -> None:
+        """The training check's problems with these settings: red lines under the title, and the label
+        of each setting at fault in red with the message as its tooltip."""
+        from widgets.training_panel import problem_line
+
+        self.problems_label.setText("\n".join(problem_line(p) for p in problems))
+        self.problems_label.setVisible(bool(problems))
+        at_fault: dict[QLabel, str] = {}
+        for p in problems:
+            path = p.field.removeprefix("training.")
+            keys = [k for k in self.fields if path == k or path.startswith(k + ".")]
+            key = max(keys, key=len) if keys else None
+            label = self.fields[key].label if key is not None else None
+            if key is None and path.startswith("dataset."):
+                row = self.dataset_fields.get(path.split(".")[1])
+                label = self.dataset_form.labelForField(row.widget) if row is not None else None
+                label = label if isinstance(label, QLabel) else None
+            if label is not None:
+                at_fault.setdefault(label, p.message)
+        labels = [f.label for f in self.fields.values()]
+        for i in range(self.dataset_form.rowCount()):
+            item = self.dataset_form.itemAt(i, QFormLayout.LabelRole)
+            if item is not None and isinstance(item.widget(), QLabel):
+                labels.append(item.widget())
+        error = current_theme().error
+        for label in labels:
+            message = at_fault.get(label)
+            style = f"color: {error}" if message else ""
+            if label.styleSheet() != style:  # restyling every label on every edit would cost the canvas time
+                label.setStyleSheet(style)
+            if message or label.property("problemTip"):
+                label.setToolTip(message or label.property("helpTip") or "")
+                label.setProperty("problemTip", bool(message))
+
+
 class Inspector(QTabWidget):
     """Tabs: the selected node's form, and the training setup."""
 
@@ -628,6 +670,9 @@ class Inspector(QTabWidget):
         else:
             form.refresh()
         self.training_form.refresh()
+        from widgets.training_panel import settings_problems
+
+        self.training_form.show_problems(settings_problems(getattr(self.editor.scene, "problems", ())))
 
 
 def _scroll(widget: QWidget) -> QScrollArea:

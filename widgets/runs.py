@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QLockFile, Qt, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -104,6 +104,55 @@ def _newer(a: Path, b: Path) -> bool:
         return False
 
 
+RUN_LOCK = "run.lock"  # held by the app while a segment of the run trains (see hold_run_lock)
+LIVE_STATUSES = ("running", "paused", "stopping")
+# a run without the app's lock (a CLI run) that wrote nothing for this long is taken for a killed one
+QUIET_SECONDS = 15 * 60
+
+
+def hold_run_lock(run_dir: Path) -> QLockFile | None:
+    """Lock RUN_DIR/run.lock (pid, host, app: a QLockFile, as the autosave does) while this app trains
+    the run: a run.json that says "running" with no live owner of the lock was interrupted (the app was
+    killed). None when it can't be locked (another live app trains it, a read-only folder)."""
+    lock = QLockFile(str(Path(run_dir) / RUN_LOCK))
+    lock.setStaleLockTime(0)  # alive is alive, however long the run takes
+    return lock if lock.tryLock(0) else None
+
+
+def _interrupted(path: Path, status: str) -> bool:
+    """A run.json that says the run trains, when nothing trains it: the app that held its lock is gone
+    (and no one wrote run.json since it locked), or, without the app's lock (a CLI run), nothing was
+    written for QUIET_SECONDS."""
+    if status not in LIVE_STATUSES:
+        return False
+    lock_path = path / RUN_LOCK
+    if lock_path.exists() and not _newer(path / "run.json", lock_path):
+        probe = QLockFile(str(lock_path))
+        probe.setStaleLockTime(0)
+        if not probe.tryLock(0):
+            return False  # a live app (this one, or another) trains it
+        probe.unlock()  # the owner is gone: its stale lock goes too; run.json keeps the verdict
+        _mark_interrupted(path)
+        return True
+    newest = 0.0
+    for name in ("metrics.jsonl", "run.json"):
+        try:
+            newest = max(newest, (path / name).stat().st_mtime)
+        except OSError:
+            pass
+    return newest > 0 and time.time() - newest > QUIET_SECONDS
+
+
+def _mark_interrupted(path: Path) -> None:
+    meta = _json_object(path / "run.json")
+    try:
+        from app.files import write_text_atomic
+
+        write_text_atomic(path / "run.json", json.dumps({**meta, "status": "interrupted"}))
+    except OSError:
+        pass  # a read-only run folder: it shows as interrupted, the file stays as it was
+
+
 def read_run(path: Path) -> RunRecord | None:
     """What the list shows of one RUN_DIR (None when it isn't one). A damaged run folder (a run.json
     that is not an object, fields of the wrong type, a binary metrics file) still lists, with what
@@ -128,6 +177,8 @@ def read_run(path: Path) -> RunRecord | None:
             status = r["status"]
         summary = _summary_text(r)
         break
+    if _interrupted(path, status):
+        status = "interrupted"
     started = _number(meta.get("started"))
     if started is None:
         try:

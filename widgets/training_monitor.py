@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from widgets.decision_boundary import DecisionBoundaryView
 from widgets.doctor_panel import DoctorPanel
 from widgets.graph_view import ComputationGraphView
 from widgets.plots import TrainingPlots
-from widgets.runs import RunsPanel, new_run_dir, read_run, run_name, run_steps_per_epoch
+from widgets.runs import RunsPanel, hold_run_lock, new_run_dir, read_run, run_name, run_steps_per_epoch
 from widgets.theme import icon
 from widgets.training_panel import ACTIVE_STATES, TrainingPanel
 
@@ -88,6 +89,9 @@ class TrainingMonitor(QObject):
         self.loaded_weights: LoadedWeights | None = None  # the next Start's and Export's weights
         self.reopened: ReopenedRun | None = None  # a run reopened from Runs, not continued yet
         self.run_label: str | None = None  # the current run's name ("cnn_digits #3 · 14:05")
+        self._doctor_pause: str | None = None  # the finding the doctor paused the run on, until it says so
+        self._run_locks: dict[Path, Any] = {}  # RUN_DIR -> its run.lock, held while a segment trains
+        self.refusal_box: QMessageBox | None = None
 
         import engine.cuda
         from engine.backend import cupy_backend
@@ -155,7 +159,7 @@ class TrainingMonitor(QObject):
         self.checks.done.connect(self._check_done)
         self.checks.error.connect(lambda what, msg: self.doctor.show_check_error(what, msg))
         self.editor.document_replaced.connect(self._document_replaced)
-        self.editor.info_updated.connect(lambda _info: self.panel.set_setup(self.editor.doc.training))
+        self.editor.info_updated.connect(lambda _info: self._show_setup())
         self._tint_timer = QTimer(self)
         self._tint_timer.setInterval(TINT_MS)
         self._tint_timer.timeout.connect(self.dashboard.refresh)
@@ -165,7 +169,7 @@ class TrainingMonitor(QObject):
         self._progress_timer.timeout.connect(self._show_progress)
         self._progress_timer.start()
         self._watch_document()
-        self.panel.set_setup(self.editor.doc.training)
+        self._show_setup()
         self._configure_predictions(*expected_predictions(self.editor))
 
     # --- menu -------------------------------------------------------------------------------------------
@@ -286,6 +290,7 @@ class TrainingMonitor(QObject):
 
     def _attach(self, session: TrainingSession, name: str) -> None:
         """Make `session` the current run (named `name`), route its signals and start it."""
+        self._lock_run(session.run_dir)
         self.runs.refresh()  # the new run is listed while it trains, not only once it has ended
         self._clear_views()
         self.session = session
@@ -333,11 +338,14 @@ class TrainingMonitor(QObject):
         text = "Fix this first:\n" + "\n".join(lines)
         detail = "\n\n".join(p.detail for p in errors if p.detail)
         self.status(f"Can't train: {lines[0]}", 10000)
+        self._error_box("Can't train this graph", text, detail)
+
+    def _error_box(self, title: str, text: str, detail: str | None) -> None:
+        """One plain message; a traceback, when there is one, only behind the box's Details button."""
         if not detail:
-            self.window.show_error("Can't train this graph", text)
+            self.window.show_error(title, text)
             return
-        box = QMessageBox(QMessageBox.Icon.Critical, "Can't train this graph", text,
-                          QMessageBox.StandardButton.Ok, self.window)
+        box = QMessageBox(QMessageBox.Icon.Critical, title, text, QMessageBox.StandardButton.Ok, self.window)
         box.setDetailedText(detail)
         box.setWindowModality(Qt.WindowModality.WindowModal)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -380,6 +388,7 @@ class TrainingMonitor(QObject):
         self.forked = False
         self.panel.show_fork(None)
         _note_run(self.session.run_dir, status="running")
+        self._lock_run(self.session.run_dir)
         self.runs.refresh()
         self.session.start()
         self.editor.edit_lock = LOCK_MESSAGE
@@ -400,7 +409,7 @@ class TrainingMonitor(QObject):
             return str(w.example).replace(" ", "_")
         if self.reopened is not None and self.reopened.graph:
             return self.reopened.graph
-        return "untitled"
+        return getattr(w, "reopened_graph", None) or "untitled"
 
     def can_train_on(self) -> bool:
         """A run that ended (finished, stopped, stopped early), live or reopened with its checkpoint, can
@@ -478,15 +487,16 @@ class TrainingMonitor(QObject):
         self.status(f"Engine: continuing {r.name} from epoch {r.epoch + 1}…")
         return session
 
-    def _replay(self, run_dir: Path) -> None:
-        """A continued run's history (its metrics.jsonl) into the plots, before its new batches."""
+    def _replay(self, run_dir: Path) -> Any:
+        """A continued run's history (its metrics.jsonl) into the plots, before its new batches. Returns
+        its last batch's metrics (None when it has none)."""
         from app.training import read_metrics
         from app.training.metrics import BatchMetrics, batch_and_epoch_records
 
         try:
             records = batch_and_epoch_records(read_metrics(run_dir / "metrics.jsonl"))
         except OSError:
-            return
+            return None
         self.plots.set_steps_per_epoch(run_steps_per_epoch(run_dir))
         batches: list[Any] = []
         for m in records:
@@ -498,6 +508,7 @@ class TrainingMonitor(QObject):
             self.plots.add_epoch(m)
         self.plots.add_batches(batches)
         self.plots.redraw()
+        return next((m for m in reversed(records) if isinstance(m, BatchMetrics)), None)
 
     def load_weights_dialog(self) -> None:
         folder = str(self.runs_root if self.runs_root.exists() else Path.home())
@@ -595,6 +606,10 @@ class TrainingMonitor(QObject):
         for t in self.check_threads:
             t.join(timeout_ms / 1000)
         self.editor.edit_lock = None
+        if ok:
+            for lock in self._run_locks.values():
+                lock.unlock()
+            self._run_locks.clear()
         return ok
 
     # --- views --------------------------------------------------------------------------------------------
@@ -671,9 +686,14 @@ class TrainingMonitor(QObject):
         self.window._set_document(doc, None)
         self.session = None
         self._clear_views()
-        self.window.set_run_name(name, reopened=True)
+        graph = record.graph if record is not None else None
+        self.window.set_run_name(name, reopened=True, graph=graph)
         if meta is None:
             self.reopened = None
+            last = self._replay(path)
+            if last is not None:  # a failed run: where it got to
+                self.panel.show_position(last.epoch, last.batch + 1, int(doc.training["epochs"]),
+                                         run_steps_per_epoch(path))
             self._sync_actions()
             if not ckpt.is_file():
                 self.status(f"Opened the graph {name} trained (the run kept no checkpoint)", 8000)
@@ -682,15 +702,18 @@ class TrainingMonitor(QObject):
         planned = cursor.get("epochs")
         epochs = planned if isinstance(planned, int) else int(doc.training["epochs"])
         status = record.status if record is not None else "stopped"
-        if status in ("running", "unknown", "paused", "stopping"):
+        if status in ("running", "unknown", "paused", "stopping", "interrupted"):
             status = "stopped"  # the app closed while it trained: its last.ckpt is where it stopped
         source = _json_field(path / "run.json", "source")
         base_dir = Path(source).parent if source and Path(source).parent.is_dir() else None
         self.reopened = ReopenedRun(path, ckpt, name, record.graph if record else None, status,
                                     int(cursor.get("epoch", 0)), epochs, model_signature(doc), base_dir)
-        self.loaded_weights = LoadedWeights(name, weights) if weights else None
+        self.loaded_weights = LoadedWeights(name, weights, from_run=True) if weights else None
         self.run_label = name
         self._replay(path)
+        # the checkpoint's cursor: where Resume goes on from (the progress bar said "not started")
+        self.panel.show_position(self.reopened.epoch, int(cursor.get("batch", 0)), epochs,
+                                 run_steps_per_epoch(path))
         self._sync_actions()
         what = ("Resume continues it" if status == "stopped"
                 else "Training ▸ Train on trains it for more epochs")
@@ -708,13 +731,33 @@ class TrainingMonitor(QObject):
         # another document: weights loaded into, or a run reopened for, the previous one don't carry over
         self.reopened = None
         self.loaded_weights = None
+        if not self.is_active():
+            self._forget_run_views()
         if getattr(self, "actions", None):
             self._sync_actions()
         self._watch_document()
-        self.panel.set_setup(self.editor.doc.training)
+        self._show_setup()
         if not self.is_active():
             self._configure_predictions(*expected_predictions(self.editor))
         self._document_changed()
+
+    def _forget_run_views(self) -> None:
+        """A new document starts clean: no Resume of the previous graph's run, no views, findings, check
+        results or overlays of it (the run itself stays in Runs)."""
+        self.session = None
+        self.run_label = None
+        self._snapshot_signature = None
+        self.forked = False
+        self._clear_views()
+        self.doctor.reset()
+        self.panel.show_fork(None)
+        for i in range(self.runs.list.count()):  # unticking removes the overlays (overlay_changed)
+            self.runs.list.item(i).setCheckState(Qt.Unchecked)
+        self.plots.remove_overlays()
+
+    def _show_setup(self) -> None:
+        """The panel's setup summary, with the problems the canvas's check found in those settings."""
+        self.panel.set_setup(self.editor.doc.training, getattr(self.editor.scene, "problems", ()))
 
     def _configure_predictions(self, two_d: bool, classify: bool | None) -> None:
         """The decision boundary only for 2-D inputs, the confusion matrix only for classifiers (unknown:
@@ -778,6 +821,8 @@ class TrainingMonitor(QObject):
             self.doctor_dock.raise_()
             if f.node_id:
                 self.focus_node(f.node_id)
+            if paused:  # the state change that follows says so (it would overwrite this line)
+                self._doctor_pause = f.message.removeprefix("training paused: ")
             tail = " — Resume trains on; Policy in the doctor panel chooses what pauses" if paused else ""
             self.status(f"Training doctor: {f.message}{tail}")
 
@@ -807,19 +852,35 @@ class TrainingMonitor(QObject):
         if state == "paused":
             last = self.last_batch
             where = f" after epoch {last.epoch + 1}, batch {last.batch + 1}" if last else ""
-            if "NaN" not in self.window.statusBar().currentMessage():
+            finding, self._doctor_pause = self._doctor_pause, None
+            if finding is not None:
+                self.status(f"Paused by the training doctor: {finding} — Resume trains on")
+            elif "NaN" not in self.window.statusBar().currentMessage():
                 self.status(f"Engine: paused{where}")
+        elif state == "running":
+            self._doctor_pause = None
 
     def _on_failed(self, message: str, tb: str) -> None:
+        """The worker raised: one plain line naming the node (and where in the batch) when the trainer
+        knows it, that node selected and ringed on the canvas, the traceback only behind Details."""
         s = self.session
         if s is not None and s.trainer is None and s.resume_from is not None:
             # the run could not be continued (its checkpoint, a schedule that can't cover the epochs): it
             # is as it was, not failed
             _note_run(s.run_dir, status=getattr(s, "previous_status", "stopped"))
             self.runs.refresh()
-        self.status(f"Training failed: {message}")
-        self.window.show_error("Training failed", f"{message}\n\nThe document is untouched; fix the problem "
-                               f"and press Start again.\n\n{tb[-2000:]}")
+        elif s is not None:
+            _note_run(s.run_dir, status="failed")  # else Runs would list it as running forever
+            self.runs.refresh()
+        node, where = failure_place(s.trainer if s is not None else None, tb)
+        reason = plain_error(message)
+        if node is not None and node in self.editor.doc.nodes:
+            self.dashboard.set_alert(node)
+            self.focus_node(node)
+        line = f"Training failed {where}: {reason}" if where else f"Training failed: {reason}"
+        self.status(line)
+        self._error_box("Training failed", f"{line}\n\nThe document is untouched; fix the problem and "
+                        f"press Start again.", tb.strip() or None)
 
     def _on_run_ended(self, summary: Any) -> None:
         if self.session is not None:
@@ -828,7 +889,20 @@ class TrainingMonitor(QObject):
         self.status(f"Run {summary.status.replace('_', ' ')} after {summary.epochs} epochs "
                     f"({summary.seconds:.1f} s){acc}", 10000)
 
+    def _lock_run(self, run_dir: Path | None) -> None:
+        """Hold the run's lock while it trains, so Runs can tell a live run from one whose app was killed."""
+        if run_dir is not None and Path(run_dir) not in self._run_locks:
+            lock = hold_run_lock(Path(run_dir))
+            if lock is not None:
+                self._run_locks[Path(run_dir)] = lock
+
+    def _release_run(self, session: Any) -> None:
+        lock = self._run_locks.pop(Path(session.run_dir), None) if getattr(session, "run_dir", None) else None
+        if lock is not None:
+            lock.unlock()
+
     def _on_finished(self) -> None:
+        self._release_run(self.sender())
         if self.sender() is not self.session:
             return
         self.editor.edit_lock = None
@@ -875,8 +949,13 @@ class LoadedWeights:
     """Weights for the open graph (a file's, or a reopened run's), matched by node id, name and shape:
     the next Start trains from them and Export writes them."""
 
-    source: str
+    source: str  # the file's name, or the run's
     arrays: dict[str, Any]
+    from_run: bool = False  # a reopened run's (its last.ckpt), not a file the user picked
+
+    def describe(self) -> str:
+        """Which weights these are, for Export's status line."""
+        return f"the weights of run {self.source}" if self.from_run else f"weights loaded from {self.source}"
 
 
 @dataclass
@@ -892,6 +971,34 @@ class ReopenedRun:
     epochs: int  # epochs planned
     signature: str  # model_signature of its graph: an edited canvas can't continue it
     base_dir: Path | None  # where its relative dataset paths point
+
+
+def failure_place(trainer: Any, tb: str) -> tuple[str | None, str]:
+    """Where a run failed, from the (stopped) Trainer: (node id or None, "in the forward pass of node
+    fc1" / "in the backward pass" / "at epoch 2, batch 3" / ""). A node is named only when the traceback
+    went through the model's layer code, so a failure loading data or writing the checkpoint is not
+    pinned on whatever layer ran last."""
+    if trainer is None:
+        return None, ""
+    stage = getattr(trainer, "_stage", None)
+    node = getattr(getattr(trainer, "model", None), "running_node", None)
+    if stage == "forward" and node and "in _run_node" in tb:
+        return str(node), f"in the forward pass of node {node}"
+    if stage in ("backward", "optimizer step") and "in _train_batch" in tb:
+        return None, f"in the {stage.replace('backward', 'backward pass')}"
+    epoch, batch = getattr(trainer, "epoch", None), getattr(trainer, "batch", None)
+    if isinstance(epoch, int) and isinstance(batch, int):
+        return None, f"at epoch {epoch + 1}, batch {batch + 1}"
+    return None, ""
+
+
+def plain_error(message: str, limit: int = 300) -> str:
+    """An exception's "TypeName: text" as one plain line: the text (the type when there is none), its
+    whitespace collapsed, cut at `limit` characters."""
+    found = re.match(r"([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): (.*)", message, re.S)
+    text = " ".join((found.group(2) if found else message).split()) or message.strip()
+    text = re.sub(r"^\[Errno \d+\] ", "", text)  # an OSError's number means nothing to a reader
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _weights_report(match: Any) -> str:

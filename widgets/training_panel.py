@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.document.document import OPTIMIZER_OPTIONS
+from app.document.document import OPTIMIZER_OPTIONS, TRAINING_FIELDS
 from widgets.theme import current_theme, icon
 
 ACTIVE_STATES = ("building", "running", "paused", "stopping")
@@ -73,6 +73,20 @@ def setup_summary(training: dict[str, Any]) -> list[tuple[str, str]]:
         ("Clip · accumulate", f"{clip if clip is not None else 'off'} · {training.get('grad_accumulation')}"),
         ("AMP · seed", f"{'on' if training.get('amp') else 'off'} · {training.get('seed')}"),
     ]
+
+
+def settings_problems(problems: Any) -> list[Any]:
+    """The training check's problems that belong to a training setting (`Problem.field` such as
+    `training.lr_schedule.options.T_max`), errors first: what the setup summary, Inspector ▸ Training and
+    the status bar show, so they are seen where the setting is edited and not only at Start."""
+    found = [p for p in problems or () if (p.field or "").startswith("training")]
+    return sorted(found, key=lambda p: p.severity != "error")
+
+
+def problem_line(p: Any) -> str:
+    """One problem as the red line under the setup: `✗ lr_schedule.options.T_max: <message>`."""
+    mark = "✗" if p.severity == "error" else "△"
+    return f"{mark} {p.field.removeprefix('training.')}: {p.message}"
 
 
 class _VerticalScrollArea(QScrollArea):
@@ -163,17 +177,20 @@ class TrainingPanel(QWidget):
         # live optimiser options
         self.lr = QDoubleSpinBox()
         self.lr.setDecimals(6)
-        self.lr.setRange(0.0, 10.0)
+        # as far as the document allows: a narrower box showed lr 50 as 10, and then applied 10
+        self.lr.setRange(0.0, float(TRAINING_FIELDS["optimizer.lr"].max))
         self.lr.setSingleStep(0.0001)
         self.lr.setKeyboardTracking(False)
         self.lr.setToolTip("Learning rate: applied from the next step on while training "
                            "(marked on the plots)")
         self.apply_lr = QPushButton("Set")
         self.apply_lr.clicked.connect(self.request_lr)
-        self.lr.editingFinished.connect(self._lr_edited)
+        # Enter applies; leaving the box (clicking Stop) does not: editingFinished fires on both
+        self.lr.lineEdit().returnPressed.connect(self._lr_edited)
         # Enter (or leaving the box) then Set asks for the same value twice: the second would add a
         # second marker on top of the first; a value is requested once until the box changes again
         self._requested_lr: float | None = None
+        self._lr_changed = False  # the user changed the box since it last showed the lr in effect
         self.lr.valueChanged.connect(self._lr_value_changed)
         self.option_name = QComboBox()
         self.option_name.setSizeAdjustPolicy(QComboBox.AdjustToContents)  # "weight_decay" reads whole
@@ -200,8 +217,18 @@ class TrainingPanel(QWidget):
         self.setup = QFormLayout()
         self.setup.setContentsMargins(6, 6, 6, 6)
         self.setup.setVerticalSpacing(2)
+        self.setup_problems = QLabel()  # the training check's problems with these settings, in red
+        self.setup_problems.setWordWrap(True)
+        self.setup_problems.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.setup_problems.setStyleSheet(f"color: {current_theme().error}")
+        self.setup_problems.hide()
+        setup_column = QVBoxLayout()
+        setup_column.setContentsMargins(0, 0, 0, 0)
+        setup_column.setSpacing(4)
+        setup_column.addLayout(self.setup)
+        setup_column.addWidget(self.setup_problems)
         setup_box = QGroupBox("Setup (edit in Inspector ▸ Training)")
-        setup_box.setLayout(self.setup)
+        setup_box.setLayout(setup_column)
 
         checks = QHBoxLayout()
         self.lr_finder_button = button("LR finder", "search",
@@ -248,7 +275,12 @@ class TrainingPanel(QWidget):
         body.installEventFilter(self.scroll)
 
     # --- from the monitor ------------------------------------------------------------------------------
-    def set_setup(self, training: dict[str, Any]) -> None:
+    def set_setup(self, training: dict[str, Any], problems: Any = ()) -> None:
+        """Show the document's training setup, and below it in red the training check's `problems` with
+        those settings (see `settings_problems`)."""
+        found = settings_problems(problems)
+        self.setup_problems.setText("\n".join(problem_line(p) for p in found))
+        self.setup_problems.setVisible(bool(found))
         while self.setup.rowCount():
             self.setup.removeRow(0)
         for label, text in setup_summary(training):
@@ -258,7 +290,7 @@ class TrainingPanel(QWidget):
             self.setup.addRow(label, value)
         opt = training.get("optimizer") or {}
         if self.state not in ACTIVE_STATES:
-            self.lr.setValue(float(opt.get("lr", 0.001)))
+            self.show_lr(float(opt.get("lr", 0.001)))
         current = self.option_name.currentText()
         self.option_name.clear()
         self.option_name.addItems(_LIVE_OPTIONS.get(opt.get("type", ""), ()))
@@ -308,6 +340,20 @@ class TrainingPanel(QWidget):
         speed = f"{self._samples_per_second:,.0f} samples/s"
         self.progress_detail.setText(f"{speed}   ·   ETA {format_duration(eta)}")
 
+    def show_position(self, epoch: int, batch: int, epochs: int, steps_per_epoch: int) -> None:
+        """Where a run that is not training stands (one reopened from Runs): `batch` batches done into
+        epoch `epoch` (0-based) of `epochs`; no speed or time left."""
+        steps = max(1, steps_per_epoch)
+        total = max(1, epochs * steps)
+        done = min(max(0, epoch * steps + batch), total)
+        shown_epoch, shown_batch = (epoch, steps) if batch == 0 and epoch > 0 else (epoch + 1, batch)
+        self._t0 = None
+        self._samples_per_second = 0.0
+        self.progress.setRange(0, total)
+        self.progress.setValue(done)
+        self.progress.setFormat(f"epoch {shown_epoch}/{epochs} · batch {shown_batch}/{steps}")
+        self.progress_detail.setText(" ")
+
     def reset_progress(self) -> None:
         self._t0 = None
         self._samples_per_second = 0.0
@@ -322,8 +368,15 @@ class TrainingPanel(QWidget):
 
     # --- edits ------------------------------------------------------------------------------------------
     def _lr_edited(self) -> None:
-        if self.state in ("running", "paused"):
+        """Enter in the box: ask for its value if the user changed it (Set asks in any case)."""
+        if self.state in ("running", "paused") and self._lr_changed:
             self.request_lr()
+
+    def show_lr(self, lr: float) -> None:
+        """Show the lr in effect, as not changed by the user (Enter then asks for nothing)."""
+        self.lr.setValue(lr)
+        self._requested_lr = None
+        self._lr_changed = False
 
     def request_lr(self) -> None:
         """Ask for the lr in the box, unless that very value was asked for since the box last changed."""
@@ -335,6 +388,7 @@ class TrainingPanel(QWidget):
 
     def _lr_value_changed(self, _value: float) -> None:
         self._requested_lr = None
+        self._lr_changed = True
 
     def _option_edited(self) -> None:
         name = self.option_name.currentText()

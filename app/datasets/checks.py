@@ -14,13 +14,14 @@ Limits (why each exists):
 """
 from __future__ import annotations
 
+import errno
 import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
 from app.datasets.errors import DatasetError
+from app.files import UnreadableFileError, regular_size
 
 GIB = 1024 ** 3
 
@@ -51,13 +52,19 @@ def size_text(nbytes: int) -> str:
 
 
 def regular_file(path: Path, field: str) -> int:
-    """The size of `path`, after making sure it is a plain file.
+    """The size of `path`, after making sure it is a plain file, in the words of a dataset message.
 
-    Checked with stat before opening: opening a FIFO would block forever, a folder gives a confusing
-    OS error, and a device could be endless.
+    The check is app.files' (`regular_size`, the one every reader of user files uses): stat before
+    opening, since opening a FIFO would block forever, a folder gives a confusing OS error, and a device
+    could be endless.
     """
     try:
-        info = os.stat(path)
+        return regular_size(path)
+    except UnreadableFileError as exc:
+        if exc.errno == errno.EISDIR:
+            raise DatasetError(f"{where(field, path)}: is a folder; expected a file.") from None
+        raise DatasetError(f"{where(field, path)}: is not a regular file (a pipe, socket or device); "
+                           "expected a file on disk.") from None
     except FileNotFoundError:
         raise DatasetError(f"{where(field, path)}: file not found.") from None
     except NotADirectoryError:
@@ -67,12 +74,6 @@ def regular_file(path: Path, field: str) -> int:
         raise DatasetError(f"{where(field, path)}: cannot read file ({exc.strerror}).") from None
     except ValueError:  # e.g. a NUL character in the path
         raise DatasetError(f"{where(field, repr(str(path)))}: not a valid file path.") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise DatasetError(f"{where(field, path)}: is a folder; expected a file.")
-    if not stat.S_ISREG(info.st_mode):
-        raise DatasetError(f"{where(field, path)}: is not a regular file (a pipe, socket or device); "
-                           "expected a file on disk.")
-    return info.st_size
 
 
 def check_bytes(nbytes: int, field: str, path: Path, what: str) -> None:

@@ -118,7 +118,9 @@ def test_a_worker_exception_shows_the_error_dialog_and_keeps_the_document(qtbot,
         pass
     assert "the engine exploded in test" in blocker.args[0]
     qtbot.waitUntil(lambda: not mon.is_active(), timeout=TIMEOUT)
-    assert win.errors and "exploded" in win.errors[-1][1]
+    box = mon.refusal_box  # one plain line; the traceback only behind Details
+    assert box is not None and "exploded" in box.text() and "Traceback" not in box.text()
+    assert "Traceback (most recent call last)" in box.detailedText()
     assert set(win.doc.nodes) >= {"fc1", "fc2", "out"}
     assert mon.panel.start_button.isEnabled(), "a failed run must be restartable"
     assert win.editor.edit_lock is None
