@@ -16,7 +16,6 @@ import errno
 import os
 import stat
 import sys
-import tempfile
 import zipfile
 from collections.abc import Callable
 from typing import IO, BinaryIO
@@ -137,24 +136,12 @@ def check_zip_members(fh: IO[bytes], path: str | os.PathLike[str], *, max_total:
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> None:
-    """Call write(f) on a temp file next to `path`, fsync, then rename it over `path`. On any failure
-    (disk full, read-only folder, file size limit) the temp file is removed, an existing `path` is
-    untouched, and the OSError propagates."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Call write(f) on a temp file next to `path`, fsync, then rename it over `path` (the engine's own
+    atomic write, which checkpoints use too). On any failure (disk full, read-only folder, file size
+    limit) the temp file is removed, an existing `path` is untouched, and the OSError propagates."""
+    from engine.serialization import _atomic_write
+
+    _atomic_write(path, write)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
