@@ -347,6 +347,8 @@ class TrainingMonitor(QObject):
             return
         box = QMessageBox(QMessageBox.Icon.Critical, title, text, QMessageBox.StandardButton.Ok, self.window)
         box.setDetailedText(detail)
+        # wide enough that the message reads in two or three lines and the traceback rarely wraps
+        box.setStyleSheet("QLabel#qt_msgbox_label { min-width: 520px; } QTextEdit { min-width: 640px; }")
         box.setWindowModality(Qt.WindowModality.WindowModal)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.refusal_box = box  # the open box (tests read it)
