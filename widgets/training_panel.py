@@ -89,6 +89,36 @@ def problem_line(p: Any) -> str:
     return f"{mark} {p.field.removeprefix('training.')}: {p.message}"
 
 
+class LearningRateBox(QDoubleSpinBox):
+    """A spin box for learning rates: shown with 6 significant digits (1e-07, 0.0254, 50), typed as any
+    float ("3e-4" too), where fixed decimals showed 1e-7 as 0.000000."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setDecimals(12)  # what the box keeps; the text shows significant digits
+
+    def textFromValue(self, value: float) -> str:
+        return f"{value:.6g}"
+
+    def valueFromText(self, text: str) -> float:
+        try:
+            return float(text.strip())
+        except ValueError:
+            return self.value()
+
+    def validate(self, text: str, pos: int) -> object:
+        from PySide6.QtGui import QValidator
+
+        t = text.strip()
+        try:
+            value = float(t)
+        except ValueError:  # a number on its way ("3e", "-", "."): let the user keep typing
+            ok = t == "" or all(c in "0123456789.eE+-" for c in t)
+            return (QValidator.State.Intermediate if ok else QValidator.State.Invalid), text, pos
+        inside = self.minimum() <= value <= self.maximum()
+        return (QValidator.State.Acceptable if inside else QValidator.State.Intermediate), text, pos
+
+
 class _VerticalScrollArea(QScrollArea):
     """Scrolls vertically only: as wide as its contents need (the dock keeps that width), plus the
     scroll bar."""
@@ -175,8 +205,7 @@ class TrainingPanel(QWidget):
         self.fork_label.hide()
 
         # live optimiser options
-        self.lr = QDoubleSpinBox()
-        self.lr.setDecimals(6)
+        self.lr = LearningRateBox()
         # as far as the document allows: a narrower box showed lr 50 as 10, and then applied 10
         self.lr.setRange(0.0, float(TRAINING_FIELDS["optimizer.lr"].max))
         self.lr.setSingleStep(0.0001)

@@ -250,3 +250,20 @@ def test_narrow_plots_space_their_x_labels_and_elide_their_titles(qtbot):
     card.resize(600, 200)
     qtbot.wait(20)
     assert "Gradient norm per layer" in card.header.text()
+
+
+def test_the_learning_rate_box_shows_small_rates_and_takes_scientific_notation(qtbot):
+    """Six fixed decimals showed lr 1e-7 as 0.000000 (and applying it would set 0)."""
+    from widgets.training_panel import LearningRateBox
+
+    box = LearningRateBox()
+    qtbot.addWidget(box)
+    box.setRange(0.0, 100.0)
+    box.setValue(1e-7)
+    assert box.text() == "1e-07" and box.value() == 1e-7
+    box.setValue(0.0254131)
+    assert box.text() == "0.0254131"
+    box.lineEdit().selectAll()
+    box.lineEdit().insert("3e-4")
+    box.interpretText()
+    assert box.value() == 3e-4
