@@ -79,7 +79,9 @@ class ConfusionMatrixView(QWidget):
         fm = p.fontMetrics()
         title_h = fm.height() + 6
         p.setPen(QColor(theme.text))
-        p.drawText(QRectF(0, 2, self.width(), title_h), Qt.AlignHCenter | Qt.AlignVCenter, self.title())
+        # a narrow panel ends the title in "…" (its start says what it is) rather than cutting both ends
+        title = self.shown_title = fm.elidedText(self.title(), Qt.ElideRight, max(0, self.width() - 8))
+        p.drawText(QRectF(0, 2, self.width(), title_h), Qt.AlignHCenter | Qt.AlignVCenter, title)
         m = self.matrix
         if m is None or m.size == 0:
             p.setPen(QColor(theme.muted))

@@ -177,6 +177,20 @@ def test_confusion_matrix_fills_its_box_with_square_cells_and_readable_counts(qt
     assert view.cell_text(3, 3) == "true 3, correct: 31 of 40 (78%)"
 
 
+def test_a_narrow_confusion_matrix_ends_its_title_in_an_ellipsis_instead_of_cutting_its_start(qtbot):
+    from widgets.confusion_matrix import ConfusionMatrixView
+
+    view = ConfusionMatrixView()
+    qtbot.addWidget(view)
+    view.resize(170, 200)
+    view.show()
+    view.show_matrix(Confusion(np.diag(np.full(10, 30)) + 1, 6))
+    view.grab()  # paint
+    shown = view.shown_title
+    assert shown != view.title() and shown.endswith("…") and view.title().startswith(shown[:-1])
+    assert view.fontMetrics().horizontalAdvance(shown) <= view.width()
+
+
 def test_confusion_matrix_with_many_classes_shows_colour_only(qtbot):
     from widgets.confusion_matrix import ConfusionMatrixView
 
