@@ -5,21 +5,19 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx  # onnx and onnxruntime are in the [test] extra: these tests run in CI, never skip
+import onnxruntime as ort
 import pytest
+from export_helpers import ROOT, engine_forward, engine_model
+from test_pytorch_export import NEW_LAYER_DOCS, image_doc, resampling_doc, sequence_doc
 
-onnx = pytest.importorskip("onnx")
-
-from export_helpers import ROOT, engine_forward, engine_model  # noqa: E402
-from test_pytorch_export import NEW_LAYER_DOCS, image_doc, resampling_doc, sequence_doc  # noqa: E402
-
-from app.document import Document  # noqa: E402
-from app.export import ExportError, export_onnx  # noqa: E402
-from app.export.graph import dataset_input_shape, load_split  # noqa: E402
-from app.export.weights import state_dict_arrays  # noqa: E402
+from app.document import Document
+from app.export import ExportError, export_onnx
+from app.export.graph import dataset_input_shape, load_split
+from app.export.weights import state_dict_arrays
 
 
 def _session(path):
-    ort = pytest.importorskip("onnxruntime")
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
