@@ -57,14 +57,28 @@ def _image_array(path: Path, width: int, height: int, grayscale: bool) -> np.nda
     if image.isNull():
         raise DatasetError(f"{where('path', path)}: cannot read this image ({reader.errorString()}; "
                            "unsupported or damaged file).")
-    fmt = QImage.Format.Format_Grayscale8 if grayscale else QImage.Format.Format_RGB888
-    image = image.convertToFormat(fmt).scaled(
-        width, height, Qt.AspectRatioMode.IgnoreAspectRatio, Qt.TransformationMode.SmoothTransformation)
-    channels = 1 if grayscale else 3
+    image = image.convertToFormat(QImage.Format.Format_RGB888)
+    if grayscale:
+        # Qt's own Grayscale8 conversion is colour-managed (pure green becomes 220); use the ITU-R 601
+        # luma of Pillow's "L", OpenCV and torchvision instead, so the exported script, which reads with
+        # Pillow, and models trained elsewhere see the same grey values.
+        rgb = _pixels(image, 3).astype(np.uint32)
+        luma = (rgb[..., 0] * 19595 + rgb[..., 1] * 38470 + rgb[..., 2] * 7471 + 0x8000) >> 16
+        luma = np.ascontiguousarray(luma, dtype=np.uint8)
+        image = QImage(luma.data, luma.shape[1], luma.shape[0], luma.strides[0],
+                       QImage.Format.Format_Grayscale8).copy()
+    image = image.scaled(width, height, Qt.AspectRatioMode.IgnoreAspectRatio,
+                         Qt.TransformationMode.SmoothTransformation)
+    return _pixels(image, 1 if grayscale else 3).transpose(2, 0, 1).astype(np.float32) / 255.0
+
+
+def _pixels(image, channels: int) -> np.ndarray:
+    """A QImage of 8-bit channels as a (H, W, C) uint8 array (a copy)."""
+    height, width = image.height(), image.width()
     # Rows are padded to 4-byte boundaries, so read bytesPerLine and crop each row.
     rows = np.frombuffer(image.constBits(), dtype=np.uint8, count=image.sizeInBytes())
     rows = rows.reshape(height, image.bytesPerLine())[:, : width * channels]
-    return rows.reshape(height, width, channels).transpose(2, 0, 1).astype(np.float32) / 255.0
+    return rows.reshape(height, width, channels).copy()
 
 
 def _listing(opts: dict) -> tuple[list[Path], list[list[Path]]]:

@@ -39,6 +39,8 @@ MAX_AUTO_CLASSES = 20
 # A longer line is not a table row (e.g. a binary file or one huge JSON line): refused, never buffered.
 MAX_LINE_CHARS = 16 * 1024 * 1024
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+# How spreadsheets, R and pandas write a missing value (compared lower-cased, stripped).
+_MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
 
 
 def _lines(f: TextIO, path: Path) -> Iterator[str]:
@@ -142,8 +144,12 @@ def _scan(path: Path, delimiter: str, label_column: int | str, keep: bool) -> _T
                     value = _parse_number(fields[c])
                     if value is None or abs(value) > _FLOAT32_MAX:
                         text = fields[c].strip()
-                        what = ("is empty" if not text else f"holds {text!r}, not a finite number"
-                                if value is None else f"holds {text!r}, too large for 32-bit floats")
+                        if text.lower() in _MISSING:
+                            raise DatasetError(f"{where('path', path)}, line {line}, column {c + 1} "
+                                               f"('{header[c]}'): the value is missing ({text!r}); remove "
+                                               "or fill the rows with missing values.")
+                        what = (f"holds {text!r}, not a finite number" if value is None
+                                else f"holds {text!r}, too large for 32-bit floats")
                         raise DatasetError(f"{where('path', path)}, line {line}, column {c + 1} "
                                            f"('{header[c]}'): the value {what}. Feature columns must be "
                                            "numeric.")
@@ -185,6 +191,17 @@ def _labels(path: Path, column: str, table: _Table, task: str) -> tuple[np.ndarr
             raise DatasetError(f"{where('path', path)}, line {line}, label column '{column}': {text!r} is "
                                "not a finite 32-bit number; remove or fill that row.")
         parsed.append(number)
+    # An empty label is always missing; 'NA', '?' and the like are missing among numbers (a numeric
+    # target or class number), but may be a class among text labels ('NA' for North America).
+    gaps = [(line, text) for text, line, v in zip(texts, lines, parsed)
+            if v is None and text.lower() in _MISSING]
+    among_numbers = all(v is not None or t.lower() in _MISSING for t, v in zip(texts, parsed))
+    if not among_numbers:
+        gaps = [(line, text) for line, text in gaps if not text]
+    if gaps:
+        line, text = min(gaps)
+        raise DatasetError(f"{where('path', path)}, line {line}, label column '{column}': the label is "
+                           f"missing ({text!r}); remove or fill the rows with missing labels.")
     numeric = all(v is not None for v in parsed)
     if task == "regression":
         if not numeric:
@@ -340,8 +357,14 @@ def _check_headers(path: Path, x: _Member, y: _Member | None, task: str) -> str:
         what = "(complex targets are not supported)" if y.dtype.kind == "c" else str(y.shape)
         raise DatasetError(f"{where('path', path)}: 'y' must be numbers; got {y.dtype} {what}.")
     if task == "auto":
-        return "classification" if y.dtype.kind in "iu" and len(y.shape) == 1 else "regression"
+        return "classification" if y.dtype.kind in "iu" and y.shape[1:] in ((), (1,)) else "regression"
     return task
+
+
+def _label_vector(y: np.ndarray) -> np.ndarray:
+    """Class labels saved as a column, y[:, None] of shape (N, 1) as scikit-learn and Keras users often
+    have them, as the (N,) vector classification needs."""
+    return y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y
 
 
 def npz_arrays(opts: dict, rng: np.random.Generator) -> Samples:
@@ -357,7 +380,7 @@ def npz_arrays(opts: dict, rng: np.random.Generator) -> Samples:
         y = _read(zf, y_member, path)
     names: tuple[str, ...] = ()
     if task == "classification":
-        y, k = class_indices(y, "path", path, "'y'")
+        y, k = class_indices(_label_vector(y), "path", path, "'y'")
         names = tuple(str(c) for c in range(k))
     elif task == "regression":
         check_finite(y, "path", path, "'y'")
@@ -374,7 +397,7 @@ def describe_npz(opts: dict) -> dict:
         task = _check_headers(path, x, y, opts["task"])
         names: tuple[str, ...] = ()
         if task == "classification":
-            _, k = class_indices(_read(zf, y, path), "path", path, "'y'")
+            _, k = class_indices(_label_vector(_read(zf, y, path)), "path", path, "'y'")
             names = tuple(str(c) for c in range(k))
     target = None
     if task == "regression":

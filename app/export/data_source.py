@@ -119,9 +119,10 @@ def make_samples(opts, rng):
     if y is None:
         return x, None, "reconstruction", layout
     if task == "auto":
-        task = "classification" if np.issubdtype(y.dtype, np.integer) and y.ndim == 1 else "regression"
+        labels = np.issubdtype(y.dtype, np.integer) and y.shape[1:] in ((), (1,))  # (N,) or a (N, 1) column
+        task = "classification" if labels else "regression"
     if task == "classification":
-        y = y.astype(np.int64)
+        y = (y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y).astype(np.int64)
     elif task == "regression":
         y = y.astype(np.float32)
     return x, y, task, layout
@@ -195,7 +196,10 @@ def make_validation(opts):
 def make_samples(opts, rng):
     """Your image folder: one sub-folder per class. Resized with Pillow (Wiregrad uses Qt, so pixel
     values may differ slightly)."""
-    from PIL import Image
+    try:
+        from PIL import Image
+    except ImportError:
+        raise SystemExit("reading the image folder needs Pillow: pip install pillow") from None
 
     root = Path(opts["path"])
     height, width = opts["size"]
