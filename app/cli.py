@@ -71,7 +71,7 @@ def document_findings(text: str, base_dir: str | Path | None = None, *, deep: bo
             problems = []
         errors = [format_problem(p) for p in problems if p.severity == "error"]
         return (errors or [first]), [format_problem(p) for p in problems if p.severity == "warning"]
-    problems = check_training(doc, base_dir=base_dir, deep=deep)
+    problems = check_training(doc, base_dir=base_dir, deep=deep, device="document")
     return ([format_problem(p) for p in problems if p.severity == "error"],
             [format_problem(p) for p in problems if p.severity == "warning"])
 
@@ -269,8 +269,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UserError(f"--epochs must be at least 1, got {args.epochs}")
     base_dir = resumed.base_dir if resumed is not None else Path(args.graph).resolve().parent
     # the check `validate` runs, before anything is written: one line per problem, exit 2
-    errors = [p for p in check_training(doc, base_dir=base_dir, deep=True, epochs=args.epochs)
-              if p.severity == "error"]
+    errors = [p for p in check_training(doc, base_dir=base_dir, deep=True, epochs=args.epochs,
+                                        device=args.device or "document") if p.severity == "error"]
     if errors:
         for p in errors:
             print(f"wiregrad train: error: {_one_line(format_problem(p))}", file=sys.stderr)

@@ -678,16 +678,18 @@ def _one_line(message: str) -> str:
 # ------------------------------------------------------------------------------------------------ the check
 def preflight(doc: Document | Mapping[str, Any], *, base_dir: str | Path | None = None, dataset: Any = None,
               deep: bool = False, epochs: int | None = None, cached_only: bool = False,
-              optimizer: bool = True) -> Preflight:
+              optimizer: bool = True, device: str | None = None) -> Preflight:
     """Everything `check_training` finds, with the shape inference and dataset it used.
 
     `dataset` is a loaded DatasetSplit to check against (else the document's, cached); `epochs` overrides
     the document's (`wiregrad train --epochs`); `cached_only` never reads a file dataset not loaded yet
-    (the canvas); `optimizer=False` skips the optimiser/schedule check (it imports the engine)."""
+    (the canvas); `optimizer=False` skips the optimiser/schedule check (it imports the engine); `device`
+    is where the run will train ("document": the document's own setting, or `wiregrad train --device`),
+    checked against this machine; None leaves it to the caller (the Trainer resolves its own)."""
     if not isinstance(doc, Document):
         return Preflight(validate(doc))
     problems: list[Problem] = []
-    data, failed = dataset, False
+    data = dataset
     if data is None:
         try:
             data = load_training_dataset(doc, base_dir, cached_only=cached_only)
@@ -695,12 +697,13 @@ def preflight(doc: Document | Mapping[str, Any], *, base_dir: str | Path | None 
             text = _one_line(str(exc)) or type(exc).__name__
             problems.append(Problem(None, None, f"can't load the dataset: {text}",
                                     field=_dataset_field(text)))
-            failed = True
     loaded = data is not None
     input_shape = tuple(data.input_shape) if loaded else None
-    # a file dataset the canvas did not read yet: the Input's own shape is the best guess, as before
+    # a file dataset the canvas did not read yet (or could not load): a dataset-driven Input's own shape
+    # is only a placeholder, so a shape rule failing below it is not that node's fault (a CNN on an IDX file
+    # showed "conv1 expects a 4-D input, got (N, 64)" until Start had loaded the file)
     info = infer_shapes(doc, input_shape)
-    problems += validate(doc, input_shape, shape_known=not failed, info=info)
+    problems += validate(doc, input_shape, shape_known=loaded, info=info)
     result = Preflight(problems, info, data, input_shape)
     inputs = [n.id for n in doc.nodes.values() if n.type == "Input"]
     outputs = [n.id for n in doc.nodes.values() if n.type == "Output"]
@@ -740,6 +743,8 @@ def preflight(doc: Document | Mapping[str, Any], *, base_dir: str | Path | None 
         # a batch_size beyond the training set gives one batch of the whole set
         biggest = min(batch, len(data.x_train)) if loaded and len(data.x_train) else batch
         problems += _memory_problems(doc, info, biggest, needed)
+    if device is not None:
+        problems += _device_problems(t["device"] if device == "document" else device)
     if optimizer:
         steps = math.ceil(len(data.x_train) / batch) if loaded and len(data.x_train) else 1
         problems += _optimizer_problems(t, run_epochs, steps)
@@ -748,6 +753,18 @@ def preflight(doc: Document | Mapping[str, Any], *, base_dir: str | Path | None 
     problems.sort(key=lambda p: p.severity != "error")
     result.problems = problems
     return result
+
+
+def _device_problems(device: str) -> list[Problem]:
+    """device cuda on a machine without a usable GPU: the Trainer would refuse it after validate said yes."""
+    if device != "cuda":
+        return []
+    import engine
+
+    if engine.cuda.is_available():
+        return []
+    return [Problem(None, None, "device is cuda, but no CUDA GPU is available here; set device to auto or "
+                                "cpu (or train with --device cpu)", field="training.device")]
 
 
 def _nothing_to_train(doc: Document, info: GraphInfo, outputs: list[str]) -> list[Problem]:
@@ -781,8 +798,9 @@ def _bce_problems(doc: Document, info: GraphInfo) -> list[Problem]:
 
 def check_training(doc: Document | Mapping[str, Any], *, base_dir: str | Path | None = None,
                    dataset: Any = None, deep: bool = False, epochs: int | None = None,
-                   cached_only: bool = False, optimizer: bool = True) -> list[Problem]:
+                   cached_only: bool = False, optimizer: bool = True, device: str | None = None
+                   ) -> list[Problem]:
     """Every problem that would stop the document from training, errors first then warnings; empty or only
     warnings means `Trainer(doc).run()` will train. See `preflight` for the arguments."""
     return preflight(doc, base_dir=base_dir, dataset=dataset, deep=deep, epochs=epochs,
-                     cached_only=cached_only, optimizer=optimizer).problems
+                     cached_only=cached_only, optimizer=optimizer, device=device).problems

@@ -217,3 +217,20 @@ def test_fuzz_mutated_documents_are_accepted_or_rejected_with_a_message(tmp_path
 @given(data=json_values | st.text(max_size=40))
 def test_fuzz_random_input_is_rejected_with_a_message(tmp_path_factory, data, capsys):
     _check_never_crashes(tmp_path_factory, data)
+
+
+def test_validate_and_train_agree_on_device_cuda(tmp_path, capsys):
+    """validate said "valid" for device cuda on a machine without a GPU, and train then refused it."""
+    import engine.cuda
+
+    path = write(tmp_path, tiny_doc(device="cuda"))
+    gpu = engine.cuda.is_available()
+    assert main(["validate", path]) == (0 if gpu else 2)
+    out = capsys.readouterr().out
+    if not gpu:
+        assert out.strip().splitlines() == [
+            "training.device: device is cuda, but no CUDA GPU is available here; set device to auto or cpu "
+            "(or train with --device cpu)"]
+    # --device cpu overrides the document's device, for the check as for the run
+    run = ["train", path, "--device", "cpu", "--epochs", "1", "--out", str(tmp_path / "r"), "--quiet"]
+    assert main(run) == 0

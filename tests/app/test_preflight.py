@@ -290,3 +290,38 @@ def test_a_batch_size_beyond_the_dataset_is_sized_as_one_batch_of_the_whole_set(
     assert errors_of(doc) == []
     trainer = Trainer(doc, epochs=1, doctor=False, preflight_deep=False)
     assert trainer.steps_per_epoch == 1 and trainer.run().status == "finished"
+
+
+def test_device_cuda_without_a_gpu_is_refused_on_the_field_when_the_caller_asks_for_the_device_check():
+    """Found by the adversarial mutants: device cuda validated, then `wiregrad train` refused it. The check
+    takes the device the run will use (the document's, or `--device`), so `--device cpu` still trains."""
+    doc = example("spirals")
+    doc.set_training("device", "cuda")
+    assert errors_of(doc) == []  # no device given: the Trainer resolves its own (its caller may override)
+    found = errors_of(doc, device="document")
+    if engine.cuda.is_available():
+        assert found == []
+    else:
+        assert [(p.field, p.node_id) for p in found] == [("training.device", None)]
+        assert "no CUDA GPU is available" in found[0].message and "--device cpu" in found[0].message
+        with pytest.raises(Exception, match="no CUDA GPU"):
+            Trainer(doc, epochs=1, doctor=False, preflight_deep=False)
+    assert errors_of(doc, device="cpu") == []
+    doc.set_training("device", "auto")
+    assert errors_of(doc, device="document") == []
+
+
+def test_a_cnn_on_a_file_dataset_not_loaded_yet_blames_no_layer_on_the_canvas(tmp_path):
+    """The canvas reads no user file on an edit; the Input's default shape (64,) is a placeholder then, and
+    "conv1 expects a 4-D input, got (N, 64)" blamed a layer that is fine (real IDX/NPZ/image folders)."""
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "imgs.npz", x=rng.random((40, 1, 8, 8), dtype=np.float32),
+             y=np.arange(40, dtype=np.int64) % 10)
+    doc = example("cnn_digits")
+    doc.set_training("dataset", {"name": "npz", "path": "imgs.npz"})
+    before = preflight(doc, base_dir=tmp_path, cached_only=True)
+    assert before.dataset is None
+    assert [format_problem(p) for p in before.problems if p.severity == "error"] == []
+    after = preflight(doc, base_dir=tmp_path)  # what Start does: loads it
+    assert after.dataset is not None and [p for p in after.problems if p.severity == "error"] == []
+    assert preflight(doc, base_dir=tmp_path, cached_only=True).dataset is after.dataset  # cached now
