@@ -120,6 +120,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.editor)
         self.palette_widget = Palette()
         self.inspector = Inspector(self.editor, base_dir=lambda: self.path.parent if self.path else None)
+        self.editor.scene.base_dir = lambda: self.path.parent if self.path else None
         self.palette_dock = self.add_panel(self.palette_widget, "Layers", Qt.LeftDockWidgetArea, "palette")
         self.inspector_dock = self.add_panel(self.inspector, "Inspector", Qt.RightDockWidgetArea, "inspector")
         self.resizeDocks([self.palette_dock, self.inspector_dock], [230, 330], Qt.Horizontal)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, QTimer, Signal
@@ -57,6 +58,9 @@ class GraphScene(QGraphicsScene):
     def __init__(self, doc: Document, parent: Any = None) -> None:
         super().__init__(parent)
         self.doc = doc
+        # the folder a relative dataset path in the document means (the window sets it: the document's
+        # folder, as `wiregrad train` and Start use), so the badges check the same file Start loads
+        self.base_dir: Callable[[], Path | None] = lambda: None
         self.nodes: dict[str, NodeItem] = {}
         self.wires: dict[Edge, WireItem] = {}
         self.info: GraphInfo | None = None
@@ -194,7 +198,8 @@ class GraphScene(QGraphicsScene):
         self._dirty.clear()
         # the checker Start, the CLI and the Trainer run (without its deep step), so a badge says what Start
         # would refuse; the dataset is cached, and the optimiser check waits until the engine is loaded
-        check = preflight(self.doc, cached_only=True, optimizer="engine.optim" in sys.modules)
+        check = preflight(self.doc, base_dir=self.base_dir(), cached_only=True,
+                          optimizer="engine.optim" in sys.modules)
         info = check.info
         assert info is not None
         self.info = info
