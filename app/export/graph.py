@@ -75,13 +75,12 @@ class ExportGraph:
 
 def load_split(doc: Document, base_dir: str | Path | None = None) -> DatasetSplit | None:
     """The document's dataset as the trainer splits and normalises it, or None when it can't be
-    loaded here."""
-    from app.datasets import DatasetError, load_dataset
+    loaded here. The checker's cached copy: Start or the canvas has usually loaded it already."""
+    from app.datasets import DatasetError
+    from app.training.preflight import load_training_dataset
 
-    spec = dict(doc.training["dataset"])
-    spec.setdefault("val_fraction", doc.training["val_fraction"])
     try:
-        return load_dataset(spec, int(doc.training["seed"]), base_dir=base_dir)
+        return load_training_dataset(doc, base_dir)
     except (DatasetError, OSError, ValueError):
         return None
 
