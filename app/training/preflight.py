@@ -537,26 +537,25 @@ def memory_budget() -> tuple[int, str]:
     return budget, where
 
 
-def _meminfo_total() -> int:
+def _proc_kib(path: str, key: str) -> int | None:
+    """A "Key:  N kB" line of a /proc file, in bytes; None when the file or the line is not there."""
     try:
-        with open("/proc/meminfo", encoding="ascii") as f:
+        with open(path, encoding="ascii") as f:
             for line in f:
-                if line.startswith("MemTotal:"):
+                if line.startswith(f"{key}:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return 8 * _GiB
+    return None
+
+
+def _meminfo_total() -> int:
+    total = _proc_kib("/proc/meminfo", "MemTotal")
+    return total if total is not None else 8 * _GiB
 
 
 def _vm_size() -> int:
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return _proc_kib("/proc/self/status", "VmSize") or 0
 
 
 def _gib(n: float) -> str:
