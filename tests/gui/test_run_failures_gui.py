@@ -31,7 +31,9 @@ def test_a_layer_failing_mid_run_is_named_in_one_line_with_the_traceback_under_d
     forward = Linear.forward
 
     def failing_forward(self, x):  # a custom engine op that fails once the run is under way
-        if broken.is_set():
+        # only in a training batch (train mode): the epoch's evaluation and the confusion matrix run the
+        # model in eval mode, and a failure there is not the forward pass this test names
+        if broken.is_set() and self.training:
             raise RuntimeError("the custom op gave up on this batch")
         return forward(self, x)
 
