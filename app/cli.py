@@ -262,21 +262,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     start_weights = _read_start_weights(args.weights) if args.weights else None
     from app.document import format_problem, save_document
     from app.training import Trainer
-    from app.training.preflight import check_training
+    from app.training.preflight import preflight
 
     run_dir = Path(args.out) if args.out else _default_run_dir(args.graph)
     if args.epochs is not None and args.epochs < 1:
         raise UserError(f"--epochs must be at least 1, got {args.epochs}")
     base_dir = resumed.base_dir if resumed is not None else Path(args.graph).resolve().parent
-    # the check `validate` runs, before anything is written: one line per problem, exit 2
-    errors = [p for p in check_training(doc, base_dir=base_dir, deep=True, epochs=args.epochs,
-                                        device=args.device or "document") if p.severity == "error"]
-    if errors:
-        for p in errors:
+    # the check `validate` runs, before anything is written: one line per problem, exit 2; the Trainer
+    # takes its result (shape inference, dataset) instead of checking the same document again
+    checked = preflight(doc, base_dir=base_dir, deep=True, epochs=args.epochs,
+                        device=args.device or "document")
+    if checked.errors:
+        for p in checked.errors:
             print(f"wiregrad train: error: {_one_line(format_problem(p))}", file=sys.stderr)
         return EXIT_USAGE
     trainer = Trainer(doc, run_dir, device=args.device, epochs=args.epochs, base_dir=base_dir,
-                      on_nonfinite="stop", blas_threads=args.blas_threads, preflight_deep=False)
+                      on_nonfinite="stop", blas_threads=args.blas_threads, checked=checked)
     if args.resume:
         note = trainer.load_checkpoint(args.resume)
         if note and not args.quiet:

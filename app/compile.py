@@ -304,18 +304,21 @@ def build_loss(doc: Document, info: GraphInfo | None = None) -> CompiledLoss:
 
 
 def compile_document(doc: Document, input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
-                     ) -> CompiledModel:
+                     *, info: GraphInfo | None = None) -> CompiledModel:
     """Build the model of a valid document; `input_shape` is the dataset's per-sample shape (for
-    Input nodes that take theirs from the dataset). Raises CompileError listing the problems."""
-    problems = [p for p in validate(doc, input_shape) if p.severity == "error"]
+    Input nodes that take theirs from the dataset). `info` is `infer_shapes(doc, input_shape)` when the
+    caller has it already (the training check's), so shape inference runs once. Raises CompileError
+    listing the problems."""
+    if info is None:
+        info = infer_shapes(doc, input_shape)
+    problems = [p for p in validate(doc, input_shape, info=info) if p.severity == "error"]
     if problems:
         raise CompileError("the graph has problems:\n" + "\n".join(format_problem(p) for p in problems))
-    info = infer_shapes(doc, input_shape)
     return CompiledModel(doc, info)
 
 
 def compile(doc: Document, input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None,  # noqa: A001
             ) -> tuple[CompiledModel, CompiledLoss]:
     """`compile(document) -> (model, loss_fn)` as DESIGN.md describes it."""
-    model = compile_document(doc, input_shape)
-    return model, build_loss(doc, infer_shapes(doc, input_shape))
+    info = infer_shapes(doc, input_shape)
+    return compile_document(doc, input_shape, info=info), build_loss(doc, info)

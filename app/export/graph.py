@@ -1,5 +1,8 @@
 """The document as the exporters see it: the nodes the prediction needs, in topological order,
 each with resolved params, input sources and shapes. Shared by the PyTorch and ONNX exporters.
+
+The dataset's input shape is `app.training.data.dataset_input_shape` (the one answer the check, the
+Trainer and the canvas use too); it is imported here only for the window's callers in gui/.
 """
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from app.document import Document, DocumentError, NodeSpec, format_problem, get_spec, infer_shapes, validate
+from app.training.data import dataset_input_shape as dataset_input_shape  # the one function, for gui/
+from app.training.data import load_training_dataset
 
 if TYPE_CHECKING:
     from app.datasets.split import DatasetSplit
@@ -77,18 +82,11 @@ def load_split(doc: Document, base_dir: str | Path | None = None) -> DatasetSpli
     """The document's dataset as the trainer splits and normalises it, or None when it can't be
     loaded here. The checker's cached copy: Start or the canvas has usually loaded it already."""
     from app.datasets import DatasetError
-    from app.training.preflight import load_training_dataset
 
     try:
         return load_training_dataset(doc, base_dir)
     except (DatasetError, OSError, ValueError):
         return None
-
-
-def dataset_input_shape(doc: Document, base_dir: str | Path | None = None) -> tuple[int, ...] | None:
-    """The per-sample shape of the document's dataset, or None when it can't be loaded here."""
-    split = load_split(doc, base_dir)
-    return None if split is None else split.input_shape
 
 
 def plan_export(doc: Document, input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None

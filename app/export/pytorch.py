@@ -18,10 +18,10 @@ from typing import Any
 
 from app.document import Document
 from app.document.catalogue import CLASS_LOSSES, FLOAT_TARGET_LOSSES
-from app.document.document import OPTIMIZER_OPTIONS
+from app.training.optim_setup import OPTIMIZERS, optimizer_source, schedule_source
 
 from .data_source import DATA_OPTIONS, bundled_files, data_source, resolved_dataset
-from .graph import ExportError, ExportGraph, ExportNode, plan_export
+from .graph import ExportError, ExportGraph, ExportNode, load_split, plan_export
 
 _RECURRENT = ("RNN", "LSTM", "GRU")
 # names the script itself uses at module level or inside forward()
@@ -294,23 +294,23 @@ def _loss_constructor(graph: ExportGraph, out_id: str) -> str:
 
 
 def _optimizer_source(training: Mapping[str, Any]) -> str:
-    opt = training["optimizer"]
-    kind = opt["type"]
-    if kind not in OPTIMIZER_OPTIONS:
+    """The expression building the optimiser: the Trainer's class and keywords (`optim_setup`'s table)."""
+    kind = training["optimizer"]["type"]
+    if kind not in OPTIMIZERS:
         raise ExportError(f"training: unknown optimizer {kind!r:.40}")
-    kwargs = {k: opt[k] for k in OPTIMIZER_OPTIONS[kind] if k in opt}
-    if kind == "SGD" and kwargs.get("nesterov") and not kwargs.get("momentum"):
-        kwargs["nesterov"] = False
-    args = "".join(f", {k}={_py(v)}" for k, v in kwargs.items())
-    call = f"torch.optim.{kind}(parameters, lr=lr{args})"
+    torch_class, kwargs = optimizer_source(training, _py)
+    args = "".join(f", {k}={v}" for k, v in kwargs)
+    call = f"{torch_class}(parameters, lr=lr{args})"
     if len(call) <= 96:  # fits after "    return " within the script's 110 columns
         return call
-    return f"torch.optim.{kind}(\n        parameters,\n        lr=lr," + "".join(
-        f"\n        {k}={_py(v)}," for k, v in kwargs.items()) + "\n    )"
+    return f"{torch_class}(\n        parameters,\n        lr=lr," + "".join(
+        f"\n        {k}={v}," for k, v in kwargs) + "\n    )"
 
 
 def _scheduler_source(training: Mapping[str, Any]) -> tuple[str, str]:
-    """(the expression building the scheduler, when it steps: "none" | "batch" | "epoch" | "plateau")."""
+    """(the expression building the scheduler, when it steps: "none" | "batch" | "epoch" | "plateau").
+    The defaults the Trainer fills in are `optim_setup`'s expressions of the run's length, written as they
+    are: `build_scheduler` in the script takes `lr`, `epochs`, `steps_per_epoch` and `accumulate`."""
     sched = training["lr_schedule"]
     kind = sched["type"]
     if kind == "constant":
@@ -318,21 +318,9 @@ def _scheduler_source(training: Mapping[str, Any]) -> tuple[str, str]:
     _identifier(kind, "training: lr_schedule type")
     options = {_identifier(k, f"training: lr_schedule {kind} option"): _py(v)
                for k, v in (sched.get("options") or {}).items()}
-    # the defaults the Trainer fills in, written as expressions of the run's length
-    if kind == "OneCycleLR":
-        options.setdefault("max_lr", "lr")
-        options.setdefault("total_steps", "epochs * math.ceil(steps_per_epoch / ACCUMULATION_STEPS)")
-    elif kind == "CosineAnnealingLR":
-        options.setdefault("T_max", "epochs")
-    elif kind == "StepLR":
-        options.setdefault("step_size", "max(1, epochs // 3)")
-    elif kind == "MultiStepLR":
-        options.setdefault("milestones", "[epochs // 2, 3 * epochs // 4]")
-    elif kind == "ExponentialLR":
-        options.setdefault("gamma", "0.95")
+    torch_class, options, when = schedule_source(kind, options)
     args = "".join(f", {k}={v}" for k, v in options.items())
-    when = "batch" if kind == "OneCycleLR" else "plateau" if kind == "ReduceLROnPlateau" else "epoch"
-    return f"torch.optim.lr_scheduler.{kind}(optimizer{args})", when
+    return f"{torch_class}(optimizer{args})", when
 
 
 def _targets_mode(graph: ExportGraph, dataset_task: str | None, classes: int | None) -> str:
@@ -382,7 +370,7 @@ def build_optimizer(parameters, lr):
     return @OPTIMIZER@
 
 
-def build_scheduler(optimizer, lr, epochs, steps_per_epoch):
+def build_scheduler(optimizer, lr, epochs, steps_per_epoch, accumulate=ACCUMULATION_STEPS):
     return @SCHEDULER@
 
 
@@ -566,14 +554,10 @@ def _indent(code: str, by: str = "    ") -> str:
 
 def _dataset_facts(doc: Document, base_dir: str | Path | None) -> tuple[str | None, int | None,
                                                                         tuple[int, ...] | None]:
-    """(task, classes, input shape) of the document's dataset, when it loads here."""
-    from app.datasets import DatasetError, load_dataset
-
-    spec = dict(doc.training["dataset"])
-    spec.setdefault("val_fraction", doc.training["val_fraction"])
-    try:
-        split = load_dataset(spec, int(doc.training["seed"]), base_dir=base_dir)
-    except (DatasetError, OSError, ValueError):
+    """(task, classes, input shape) of the document's dataset, when it loads here (the checker's cached
+    copy, as the Trainer reads it)."""
+    split = load_split(doc, base_dir)
+    if split is None:
         return None, None, None
     return split.task, split.num_classes, split.input_shape
 

@@ -17,7 +17,8 @@ _EXPORTS = {
     "lr_finder": ("LRFindResult", "find_lr", "suggest_lr"),
     "sanity": ("SanityResult", "overfit_one_batch"),
     "preflight": ("Preflight", "PreflightError", "check_training", "preflight"),
-    "trainer": ("STATES", "Trainer"),
+    "commands": ("STATES",),
+    "trainer": ("Trainer",),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

@@ -13,10 +13,9 @@ import json
 import math
 import os
 import re
-import threading
 import traceback
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,13 +28,12 @@ from app.document.catalogue import CLASS_LOSSES, FLOAT_TARGET_LOSSES, get_spec
 from app.document.document import OPTIMIZER_OPTIONS
 from app.document.shapes import GraphInfo, infer_shapes
 
+from .data import load_training_dataset
 from .errors import TrainerError
+from .optim_setup import build_optimizer, build_scheduler
 
-__all__ = ["Preflight", "PreflightError", "build_optimizer", "build_scheduler", "check_training",
-           "convert_targets", "dataset_input_shape", "load_training_dataset", "memory_budget", "preflight"]
+__all__ = ["Preflight", "PreflightError", "check_training", "convert_targets", "memory_budget", "preflight"]
 
-PER_BATCH_SCHEDULES = ("OneCycleLR",)
-TUPLE_OPTIONS = ("betas", "etas")
 _RECURRENT = ("RNN", "LSTM", "GRU")
 # node types that move values around without computing on them: an int64 tensor stays int64 through them
 _DTYPE_KEEPING = ("Flatten", "Unflatten", "Reshape", "Permute", "Concat", "Dropout", "Dropout2d", "ZeroPad2d",
@@ -71,132 +69,12 @@ class Preflight:
 
 
 # ------------------------------------------------------------------------------------------------ datasets
-_CACHE: OrderedDict[str, Any] = OrderedDict()
-_CACHE_SIZE = 4
-_CACHE_LOCK = threading.Lock()
-
-
-def _dataset_spec(doc: Document) -> dict:
-    spec = doc.training.get("dataset")
-    spec = dict(spec) if isinstance(spec, Mapping) else spec
-    if isinstance(spec, dict):
-        spec.setdefault("val_fraction", doc.training["val_fraction"])
-    return spec
-
-
-def _cache_key(doc: Document, base_dir: str | Path | None) -> tuple[str, bool]:
-    """A key that changes when the spec, the seed or a file it reads changes: (key, reads a file).
-    Raises DatasetError for a spec the catalogue refuses."""
-    from app.datasets.catalogue import resolve_options
-
-    info, opts = resolve_options(_dataset_spec(doc), Path(base_dir) if base_dir is not None else None)
-    files = []
-    for name, value in sorted(opts.items()):
-        if isinstance(value, Path):
-            try:
-                st = value.stat()
-                files.append([name, str(value), st.st_size, st.st_mtime_ns])
-            except OSError:
-                files.append([name, str(value), None, None])
-    plain = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.items()}
-    key = json.dumps([info.name, plain, files, int(doc.training["seed"])], sort_keys=True, default=str)
-    return key, info.category == "file"
-
-
-def load_training_dataset(doc: Document, base_dir: str | Path | None = None, *, cached_only: bool = False):
-    """The document's dataset, loaded once per (spec, seed, files' size and mtime) and kept for the next
-    call, so the editor does not reload it on every edit. The same spec and seed give bit-identical arrays,
-    so a cached copy trains exactly like a fresh one (nobody writes into the arrays).
-
-    Raises DatasetError (or OSError/ValueError from a file) when it can't be loaded. With `cached_only`,
-    a file dataset not loaded yet gives None instead of being read (the canvas must not stall on it)."""
-    from app.datasets import load_dataset
-
-    key, reads_file = _cache_key(doc, base_dir)
-    with _CACHE_LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-    if cached_only and reads_file:
-        return None
-    data = load_dataset(_dataset_spec(doc), int(doc.training["seed"]), base_dir=base_dir)
-    with _CACHE_LOCK:
-        _CACHE[key] = data
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return data
-
-
-def dataset_input_shape(doc: Document, base_dir: str | Path | None = None, *,
-                        cached_only: bool = False) -> tuple[int, ...] | None:
-    """The per-sample shape of the document's dataset, or None when it can't be loaded (here, now)."""
-    try:
-        data = load_training_dataset(doc, base_dir, cached_only=cached_only)
-    except Exception:  # noqa: BLE001 - the dataset's problem is check_training's to report
-        return None
-    return None if data is None else tuple(data.input_shape)
-
-
 def _dataset_field(message: str) -> str:
     found = re.search(r"option '(\w+)'", message)
     return f"training.dataset.{found.group(1)}" if found else "training.dataset"
 
 
 # ------------------------------------------------------------------------------------------------ optimiser
-def build_optimizer(training: Mapping[str, Any], parameters: Iterable[Any]) -> Any:
-    """The optimiser the training settings describe (one source of its options for the Trainer and the
-    check). Raises TrainerError naming the setting for options the optimiser refuses."""
-    import engine.optim
-
-    opt = training["optimizer"]
-    kind = opt["type"]
-    kwargs = {k: opt[k] for k in ("lr", *OPTIMIZER_OPTIONS[kind]) if k in opt}
-    for name in TUPLE_OPTIONS:
-        if name in kwargs:
-            kwargs[name] = tuple(kwargs[name])
-    if kind == "SGD" and kwargs.get("nesterov") and not kwargs.get("momentum"):
-        kwargs["nesterov"] = False
-    try:
-        return getattr(engine.optim, kind)(parameters, **kwargs)
-    except ValueError as exc:  # e.g. Rprop etas not around 1: the document cannot check pairs
-        raise TrainerError(f"training: optimizer {kind}: {exc}") from None
-
-
-def schedule_options(training: Mapping[str, Any], epochs: int, steps_per_epoch: int) -> dict[str, Any]:
-    """The schedule's options with the defaults the run's length implies filled in."""
-    sched = training["lr_schedule"]
-    kind = sched["type"]
-    options = dict(sched.get("options") or {})
-    accumulate = int(training["grad_accumulation"])
-    if kind == "OneCycleLR":
-        options.setdefault("max_lr", training["optimizer"]["lr"])
-        options.setdefault("total_steps", epochs * math.ceil(steps_per_epoch / accumulate))
-    elif kind == "CosineAnnealingLR":
-        options.setdefault("T_max", epochs)
-    elif kind == "StepLR":
-        options.setdefault("step_size", max(1, epochs // 3))
-    elif kind == "MultiStepLR":
-        options.setdefault("milestones", [epochs // 2, 3 * epochs // 4])
-    elif kind == "ExponentialLR":
-        options.setdefault("gamma", 0.95)
-    return options
-
-
-def build_scheduler(training: Mapping[str, Any], optimizer: Any, epochs: int, steps_per_epoch: int
-                    ) -> tuple[Any, bool]:
-    """(the lr schedule or None for constant, whether it steps per batch). Raises TrainerError."""
-    import engine.optim.lr_scheduler as lr_sched
-
-    kind = training["lr_schedule"]["type"]
-    if kind == "constant":
-        return None, False
-    options = schedule_options(training, epochs, steps_per_epoch)
-    try:
-        return getattr(lr_sched, kind)(optimizer, **options), kind in PER_BATCH_SCHEDULES
-    except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:
-        raise TrainerError(f"training: lr_schedule {kind} with options {options}: {exc}") from None
-
-
 _OPTIM_CACHE: OrderedDict[str, list[Problem]] = OrderedDict()
 
 
@@ -617,7 +495,7 @@ def _deep_problems(doc: Document, info: GraphInfo, data: Any, input_shape: Any) 
     state = engine.random.get_rng_state()
     stage, model = "compile", None
     try:
-        model = compile_document(doc, input_shape)
+        model = compile_document(doc, input_shape, info=info)
         loss_fn = build_loss(doc, info)
         model.train()
         n = min(2, len(data.x_train))

@@ -424,12 +424,12 @@ def test_a_huge_but_finite_gradient_norm_is_not_taken_for_an_inf():
     """float32 values past ~1.8e19 overflow a float32 square sum; the doctor took that for an Inf in the
     model, paused, and could not find the layer holding it."""
     import engine
-    from app.training.trainer import _sq_norm
+    from app.training.measures import sq_norm
 
     huge = engine.full((100,), 1e20)
-    assert huge.dtype == engine.float32 and math.isfinite(_sq_norm(huge))
-    assert _sq_norm(huge) == pytest.approx(100 * 1e40, rel=1e-5)
-    assert _sq_norm(engine.tensor([1.0, float("inf")])) == math.inf
+    assert huge.dtype == engine.float32 and math.isfinite(sq_norm(huge))
+    assert sq_norm(huge) == pytest.approx(100 * 1e40, rel=1e-5)
+    assert sq_norm(engine.tensor([1.0, float("inf")])) == math.inf
 
 
 @pytest.mark.parametrize("loss", ["MultiMarginLoss", "MultiLabelSoftMarginLoss", "HuberLoss",

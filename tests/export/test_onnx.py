@@ -13,8 +13,9 @@ from test_pytorch_export import NEW_LAYER_DOCS, image_doc, resampling_doc, seque
 
 from app.document import Document
 from app.export import ExportError, export_onnx
-from app.export.graph import dataset_input_shape, load_split
+from app.export.graph import load_split
 from app.export.weights import state_dict_arrays
+from app.training.data import dataset_input_shape
 
 
 def _session(path):
@@ -99,7 +100,7 @@ def test_the_export_dialog_says_the_onnx_model_takes_raw_inputs(qtbot, tmp_path)
     from PySide6.QtCore import QSettings
 
     from app.document import load_document
-    from app.main_window import MainWindow
+    from gui.main_window import MainWindow
 
     doc = load_document(ROOT / "assets" / "examples" / "mlp_digits.json")
     win = MainWindow(doc, settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat),

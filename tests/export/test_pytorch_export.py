@@ -14,7 +14,8 @@ from export_helpers import ROOT, engine_forward, engine_model, load_script
 from app.datasets import load_dataset
 from app.document import Document
 from app.export import ExportError, export_pytorch, generate_script, save_weights
-from app.export.graph import dataset_input_shape
+from app.training.data import dataset_input_shape
+from app.training.optim_setup import SCHEDULES
 
 
 def _export_with_engine_weights(doc, tmp_path, shape):
@@ -301,6 +302,57 @@ def test_the_script_builds_torchs_optimizer_like_the_trainer_and_it_steps_alike(
         theirs.step()
     for a, b in zip(pe, pt):
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _torch_lrs(optimizer, scheduler, steps, plateau):
+    lrs = []
+    for _ in range(steps):
+        optimizer.step()
+        if plateau:
+            scheduler.step(1.0)
+        else:
+            scheduler.step()
+        lrs.append(optimizer.param_groups[0]["lr"])
+    return lrs
+
+
+@pytest.mark.parametrize("kind", sorted(SCHEDULES))
+def test_the_exported_schedule_fills_in_the_trainers_defaults_and_follows_the_same_lrs(kind, tmp_path):
+    """The schedule's defaults are one table (`optim_setup.SCHEDULES`): the Trainer evaluates its
+    expressions, the script writes them; both give the same learning rates over the whole run."""
+    from app.document import load_document
+    from app.training import Trainer
+    from app.training.optim_setup import schedule_options
+
+    doc = load_document(ROOT / "assets" / "examples" / "spirals.json")
+    doc.set_training("epochs", 7)
+    doc.set_training("grad_accumulation", 3)
+    doc.set_training("lr_schedule.type", kind)
+    trainer = Trainer(doc, doctor=False, preflight_deep=False)
+    steps_per_epoch = trainer.steps_per_epoch
+    options = schedule_options(doc.training, 7, steps_per_epoch)
+    assert set(SCHEDULES[kind].defaults) <= set(options)  # every default filled in from the run's length
+    path = tmp_path / f"schedule_{kind}.py"
+    path.write_text(generate_script(doc))
+    script = load_script(path, f"schedule_{kind}")
+    lr = doc.training["optimizer"]["lr"]
+    theirs_opt = script.build_optimizer([torch.nn.Parameter(torch.zeros(1))], lr)
+    theirs = script.build_scheduler(theirs_opt, lr, 7, steps_per_epoch)
+    assert type(theirs).__name__ == type(trainer.scheduler).__name__ == kind
+    for name in SCHEDULES[kind].defaults:
+        if name != "max_lr":  # torch keeps max_lr only inside its param groups
+            assert getattr(theirs, name) == getattr(trainer.scheduler, name), name
+    plateau = SCHEDULES[kind].steps == "plateau"
+    per_batch = SCHEDULES[kind].steps == "batch"
+    steps = 7 * (-(-steps_per_epoch // 3) if per_batch else 1)
+    ours = []
+    for _ in range(steps):
+        if plateau:
+            trainer.scheduler.step(1.0)
+        else:
+            trainer.scheduler.step()
+        ours.append(trainer.optimizer.param_groups[0]["lr"])
+    np.testing.assert_allclose(ours, _torch_lrs(theirs_opt, theirs, steps, plateau), rtol=1e-6)
 
 
 def test_unsupported_multi_input_graphs_are_refused_with_the_node_ids():

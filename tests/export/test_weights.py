@@ -6,7 +6,7 @@ import pytest
 from export_helpers import engine_model, load_script
 
 from app.export import ExportError, export_pytorch, load_into_engine, read_state_dict, save_weights
-from app.export.graph import dataset_input_shape
+from app.training.data import dataset_input_shape
 
 
 def test_weight_names_are_the_node_ids_and_torch_loads_them_into_the_exported_module(example, tmp_path):

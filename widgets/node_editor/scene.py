@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent
 
 from app.document import Document, DocumentEvent, Edge, GraphInfo, Problem, format_shape
 from app.document.catalogue import find_spec
-from app.training.preflight import dataset_input_shape as preflight_shape
+from app.training.data import dataset_input_shape
 from app.training.preflight import preflight
 from widgets.theme import current_theme
 
@@ -26,26 +25,11 @@ from .items import GRID, DragWire, NodeItem, PortItem, WireItem, to_doc, to_scen
 _STRUCTURE_EVENTS = {"node_added", "node_removed", "node_renamed", "pasted", "edge_added", "edge_removed"}
 
 
-@lru_cache(maxsize=16)
 def _dataset_shape(key: str) -> tuple[int, ...] | None:
-    """The sample shape of a (built-in or synthetic) dataset spec given as sorted JSON, or None (the
-    inspector's note on dataset options asks this for specs the document does not hold)."""
-    from app.datasets import DATASETS, load_dataset
-
-    spec = json.loads(key)
-    info = DATASETS.get(spec.get("name"))
-    if info is None or info.category == "file":  # reading user files on every edit would stall the UI
-        return None
-    try:
-        return tuple(load_dataset(spec).input_shape)
-    except Exception:  # a bad dataset option is the training panel's to report, not the canvas's
-        return None
-
-
-def dataset_input_shape(doc: Document) -> tuple[int, ...] | None:
-    """Per-sample input shape of the document's dataset, or None. A file dataset counts only once something
+    """The sample shape of a dataset spec given as sorted JSON, or None (the inspector's note on dataset
+    options asks this for specs the document does not hold). A file dataset counts only once something
     (Start, the CLI, the Trainer) has loaded it: reading user files on every edit would stall the UI."""
-    return preflight_shape(doc, cached_only=True)
+    return dataset_input_shape(json.loads(key), cached_only=True)
 
 
 class GraphScene(QGraphicsScene):
