@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.document import DocumentError, load_document
-    from app.main_window import DEFAULT_EXAMPLE, MainWindow, example_name, is_example
+    from gui.main_window import DEFAULT_EXAMPLE, MainWindow, example_name, is_example
     from widgets.theme import apply_theme
 
     QApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)

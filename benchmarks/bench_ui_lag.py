@@ -2,7 +2,7 @@
 expected and actual tick times. `--view window` (default) trains from the whole main window (plots,
 confusion matrix, canvas tint, progress, status bar), as a user sees it; `--view plots` feeds only
 the live plots. `--nice` compares worker-thread niceness values (the app uses
-app.worker.WORKER_NICE); `--blas` the worker's BLAS cap (plots view; the window uses the app's, 1).
+gui.bridge.WORKER_NICE); `--blas` the worker's BLAS cap (plots view; the window uses the app's, 1).
 Settings are interleaved within each round.
 
 `--interact` drives what a person does while a run trains (window view): every 40 ms the canvas pans
@@ -38,9 +38,10 @@ TICK_MS = 10
 
 
 def _plots_view(app):
-    """Only the live plots, fed by a bare TrainingSession."""
+    """Only the live plots, fed by a bare SessionBridge."""
     from app.document import load_document
-    from app.worker import TrainingSession
+    from app.training.metrics import EpochMetrics
+    from gui.bridge import Batches, SessionBridge
     from widgets.plots import TrainingPlots
 
     plots = TrainingPlots()
@@ -48,14 +49,16 @@ def _plots_view(app):
     plots.show()
 
     def start(blas_threads: int | None, seen: list[int]):
-        session = TrainingSession(load_document(EXAMPLE), None, blas_threads=blas_threads, epochs=100)
+        session = SessionBridge(load_document(EXAMPLE), None, blas_threads=blas_threads, epochs=100)
 
-        def on_batches(records):
-            seen[0] += len(records)
-            plots.add_batches(records)
+        def on_event(event):
+            if isinstance(event, Batches):
+                seen[0] += len(event.records)
+                plots.add_batches(event.records)
+            elif isinstance(event, EpochMetrics):
+                plots.add_epoch(event)
 
-        session.batches.connect(on_batches)
-        session.epoch_ended.connect(plots.add_epoch)
+        session.events.connect(on_event)
         session.start()
         return session, plots.close
 
@@ -95,7 +98,8 @@ def _window_view(app, tmp: Path, interact: bool = False):
     from PySide6.QtCore import QSettings
 
     from app.document import load_document
-    from app.main_window import MainWindow
+    from gui.bridge import Batches
+    from gui.main_window import MainWindow
 
     os.environ["WIREGRAD_RUNS"] = str(tmp / "runs")
 
@@ -110,7 +114,8 @@ def _window_view(app, tmp: Path, interact: bool = False):
         win.training.monitor_dock.raise_()
         app.processEvents()
         session = win.training.start()  # the app's own setting: BLAS capped to 1 thread
-        session.batches.connect(lambda records: seen.__setitem__(0, seen[0] + len(records)))
+        session.events.connect(lambda e: seen.__setitem__(0, seen[0] + len(e.records))
+                               if isinstance(e, Batches) else None)
         stop_interaction = _interaction(win, app) if interact else (lambda: None)
 
         def close() -> None:
@@ -196,7 +201,7 @@ def main() -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
-    import app.worker as worker_module
+    import gui.bridge as worker_module
 
     nices = [int(v) for v in args.nice.split(",")]
     ways = [float(v) for v in args.give_way.split(",")] if args.give_way else [worker_module.UI_YIELD_MAX_S]

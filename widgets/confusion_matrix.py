@@ -21,7 +21,7 @@ def mix(a: QColor, b: QColor, t: float) -> QColor:
 
 
 class ConfusionMatrixView(QWidget):
-    """Feed it `app.worker.Confusion` records with `show_matrix`. Hover a cell for its numbers."""
+    """Feed it `app.training.probes.Confusion` records with `show_matrix`. Hover a cell for its numbers."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

@@ -29,7 +29,7 @@ def boundary_image(classes: np.ndarray, confidence: np.ndarray, n: int, backgrou
 
 
 class DecisionBoundaryView(QWidget):
-    """Feed it `app.worker.BoundaryGrid` records with `show_grid`."""
+    """Feed it `app.training.probes.BoundaryGrid` records with `show_grid`."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

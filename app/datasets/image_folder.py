@@ -1,31 +1,37 @@
-"""Image folders: one sub-folder per class, images read and resized with Qt's QImage.
+"""Image folders: one sub-folder per class, images decoded and resized with Pillow.
 
 Before anything is decoded: the total size of the resized dataset is checked against BYTE_LIMIT, and
-each image's pixel count is read from its header (QImageReader.size) and capped at MAX_IMAGE_PIXELS,
-so a decompression bomb (a tiny PNG declaring 100,000 x 100,000 pixels) is refused unread.
+each image's pixel count is read from its header and capped at MAX_IMAGE_PIXELS, so a decompression
+bomb (a tiny PNG declaring 100,000 x 100,000 pixels) is refused unread. Pixels are read as the exported
+PyTorch script reads them (`Image.open(f).convert("L" or "RGB").resize((w, h))`), so both see the same data.
 """
 from __future__ import annotations
 
 import os
 import stat
+import struct
+import threading
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
 from app.datasets.checks import check_bytes, where
 from app.datasets.errors import DatasetError
 from app.datasets.split import Samples
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}
+IMAGE_FORMATS = ("PNG", "JPEG", "BMP")  # told apart by content, whatever the suffix says
 # 64 megapixels: an 8K x 8K photo still loads; decoding one needs 256 MiB as 32-bit pixels.
 MAX_IMAGE_PIXELS = 64 * 1024 * 1024
+# what Pillow's parsers raise on a file that is not (or not quite) the image it claims to be
+_UNREADABLE = (OSError, SyntaxError, ValueError, IndexError, TypeError, struct.error, EOFError)
+_PILLOW_LIMIT_LOCK = threading.Lock()
 
 
-def _reader(path: Path):
-    """A QImageReader that has read the header, after checking the file is a non-empty image of a sane
-    pixel count. Qt is imported here only, so the rest of the package (and the CLI) stays Qt-free."""
-    from PySide6.QtGui import QImageReader
-
+def _open(path: Path) -> Image.Image:
+    """The image with its header read and nothing decoded, after checking the file is a non-empty PNG,
+    JPEG or BMP of a sane pixel count. The caller closes it."""
     try:
         info = os.stat(path)
     except OSError as exc:
@@ -34,51 +40,50 @@ def _reader(path: Path):
         raise DatasetError(f"{where('path', path)}: is not a regular file.")
     if info.st_size == 0:
         raise DatasetError(f"{where('path', path)}: the image file is empty (0 bytes).")
-    reader = QImageReader(str(path))
-    reader.setDecideFormatFromContent(True)
-    size = reader.size()  # from the header only; nothing is decoded yet
-    if not reader.canRead() or not size.isValid():
+    try:
+        image = _open_unchecked(path)
+    except _UNREADABLE as exc:
+        # Pillow's "cannot identify image file '<path>'" would name the file twice
+        reason = "unknown or unsupported format" if isinstance(exc, UnidentifiedImageError) else \
+            str(exc) or type(exc).__name__
         raise DatasetError(f"{where('path', path)}: not a readable PNG, JPEG or BMP image "
-                           f"({reader.errorString()}).")
-    if size.width() * size.height() > MAX_IMAGE_PIXELS:
-        raise DatasetError(f"{where('path', path)}: the image claims {size.width()} x {size.height()} "
+                           f"({reason}).") from None
+    width, height = image.size
+    if width * height > MAX_IMAGE_PIXELS:
+        image.close()
+        raise DatasetError(f"{where('path', path)}: the image claims {width} x {height} "
                            f"pixels, more than the {MAX_IMAGE_PIXELS // 2 ** 20} megapixels allowed; "
                            "shrink it first.")
-    return reader
+    return image
+
+
+def _open_unchecked(path: Path) -> Image.Image:
+    """`Image.open` of a PNG, JPEG or BMP file (its header only) with Pillow's decompression-bomb check
+    lifted: that check refuses the worst files without saying their size, while ours, applied by the
+    caller before anything is decoded, is stricter (MAX_IMAGE_PIXELS is below Pillow's) and names it.
+    The limit is a Pillow global, so the lift is held under a lock (datasets load on several threads)."""
+    with _PILLOW_LIMIT_LOCK:
+        limit = Image.MAX_IMAGE_PIXELS
+        Image.MAX_IMAGE_PIXELS = None
+        try:
+            return Image.open(path, formats=IMAGE_FORMATS)
+        finally:
+            Image.MAX_IMAGE_PIXELS = limit
 
 
 def _image_array(path: Path, width: int, height: int, grayscale: bool) -> np.ndarray:
-    """One image as (C, H, W) float32 in [0, 1]."""
-    from PySide6.QtCore import Qt
-    from PySide6.QtGui import QImage
-
-    reader = _reader(path)
-    image = reader.read()
-    if image.isNull():
-        raise DatasetError(f"{where('path', path)}: cannot read this image ({reader.errorString()}; "
-                           "unsupported or damaged file).")
-    image = image.convertToFormat(QImage.Format.Format_RGB888)
+    """One image as (C, H, W) float32 in [0, 1]. Grey is the ITU-R 601 luma of Pillow's "L" (as OpenCV
+    and torchvision compute it, and the exported script)."""
+    with _open(path) as image:
+        try:
+            image = image.convert("L" if grayscale else "RGB").resize((width, height))
+        except _UNREADABLE as exc:
+            raise DatasetError(f"{where('path', path)}: cannot read this image ({exc}; unsupported or "
+                               "damaged file).") from None
+    pixels = np.asarray(image, dtype=np.uint8)
     if grayscale:
-        # Qt's own Grayscale8 conversion is colour-managed (pure green becomes 220); use the ITU-R 601
-        # luma of Pillow's "L", OpenCV and torchvision instead, so the exported script, which reads with
-        # Pillow, and models trained elsewhere see the same grey values.
-        rgb = _pixels(image, 3).astype(np.uint32)
-        luma = (rgb[..., 0] * 19595 + rgb[..., 1] * 38470 + rgb[..., 2] * 7471 + 0x8000) >> 16
-        luma = np.ascontiguousarray(luma, dtype=np.uint8)
-        image = QImage(luma.data, luma.shape[1], luma.shape[0], luma.strides[0],
-                       QImage.Format.Format_Grayscale8).copy()
-    image = image.scaled(width, height, Qt.AspectRatioMode.IgnoreAspectRatio,
-                         Qt.TransformationMode.SmoothTransformation)
-    return _pixels(image, 1 if grayscale else 3).transpose(2, 0, 1).astype(np.float32) / 255.0
-
-
-def _pixels(image, channels: int) -> np.ndarray:
-    """A QImage of 8-bit channels as a (H, W, C) uint8 array (a copy)."""
-    height, width = image.height(), image.width()
-    # Rows are padded to 4-byte boundaries, so read bytesPerLine and crop each row.
-    rows = np.frombuffer(image.constBits(), dtype=np.uint8, count=image.sizeInBytes())
-    rows = rows.reshape(height, image.bytesPerLine())[:, : width * channels]
-    return rows.reshape(height, width, channels).copy()
+        pixels = pixels[..., None]
+    return pixels.transpose(2, 0, 1).astype(np.float32) / 255.0
 
 
 def _listing(opts: dict) -> tuple[list[Path], list[list[Path]]]:
@@ -131,7 +136,7 @@ def describe(opts: dict) -> dict:
     class_dirs, files = _listing(opts)
     for paths in files:
         for f in paths:
-            _reader(f)
+            _open(f).close()
     height, width = opts["size"]
     return {"task": "classification", "input_shape": (1 if opts["grayscale"] else 3, height, width),
             "dtype": "uint8", "class_names": tuple(p.name for p in class_dirs),

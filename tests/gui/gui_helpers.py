@@ -74,7 +74,7 @@ def open_window(qtbot, tmp_path, doc, **kwargs):
     """A real main window on `doc` with its own settings and recovery folder; error dialogs and the
     unsaved-changes prompt are answered in code (collected in `win.errors`, "discard"). `kwargs` go to
     MainWindow (e.g. `example=`)."""
-    from app.main_window import MainWindow
+    from gui.main_window import MainWindow
 
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
     win = MainWindow(doc, settings=settings, recovery_dir=tmp_path / "recovery", **kwargs)

@@ -233,7 +233,7 @@ def test_recent_files_list_newest_first_reopen_and_forget_a_vanished_file(window
 
 
 def test_the_recent_list_keeps_the_newest_eight(window, tmp_path):
-    from app.main_window import MAX_RECENT
+    from gui.main_window import MAX_RECENT
 
     for i in range(MAX_RECENT + 3):
         path = tmp_path / f"g{i}.json"

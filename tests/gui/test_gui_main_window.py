@@ -106,7 +106,7 @@ def test_autosave_writes_a_recovery_file_that_a_new_window_offers_to_restore(win
     assert not window.autosave_now()  # nothing to save while unmodified
     window.editor.set_param("fc1", "out_features", 77)
     assert window.autosave_now() and window.recovery_path.exists()
-    from app.main_window import MainWindow
+    from gui.main_window import MainWindow
 
     _crash(window)
     settings = QSettings(str(tmp_path / "s2.ini"), QSettings.IniFormat)
@@ -122,7 +122,7 @@ def test_autosave_writes_a_recovery_file_that_a_new_window_offers_to_restore(win
 def test_declining_recovery_deletes_the_recovery_file(window, qtbot, tmp_path):
     window.editor.set_param("fc1", "out_features", 77)
     window.autosave_now()
-    from app.main_window import MainWindow
+    from gui.main_window import MainWindow
 
     _crash(window)
     other = MainWindow(recovery_dir=window.recovery_dir,

@@ -75,7 +75,7 @@ OWNER = textwrap.dedent("""
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
     from app.document import load_document
-    from app.main_window import MainWindow
+    from gui.main_window import MainWindow
 
     app = QApplication([])
     recovery, settings, example = sys.argv[1:4]

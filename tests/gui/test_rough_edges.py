@@ -125,7 +125,7 @@ def test_the_doctors_list_fits_its_dock_and_evidence_reads_plainly(qtbot):
 def test_training_an_example_keeps_the_whole_graph_in_view_above_the_monitor(qtbot, tmp_path, monkeypatch):
     from gui_helpers import open_window
 
-    from app.main_window import TRAINING_MIN_ZOOM
+    from gui.main_window import TRAINING_MIN_ZOOM
 
     monkeypatch.setenv("WIREGRAD_RUNS", str(tmp_path / "runs"))
     doc = load_document(EXAMPLES / "cnn_digits.json")

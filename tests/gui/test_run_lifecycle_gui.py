@@ -213,7 +213,7 @@ def test_runs_are_named_after_their_example_and_the_save_prompt_names_it(qtbot, 
 
     asked = []
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or QMessageBox.Cancel)
-    from app.main_window import MainWindow
+    from gui.main_window import MainWindow
 
     assert MainWindow.ask_save_changes(win) == "cancel"
     assert asked == ["Save the changes to spirals (example) first?"]

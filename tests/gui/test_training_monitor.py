@@ -15,8 +15,11 @@ from app.document import load_document
 def test_training_streams_batches_into_the_plots_then_pause_resume_and_stop(qtbot, make_window):
     win = make_window(spirals())
     mon = win.training
+    from gui.bridge import Batches
+
     session = mon.start()
-    with qtbot.waitSignal(session.batches, timeout=TIMEOUT):
+    with qtbot.waitSignal(session.events, timeout=TIMEOUT,
+                          check_params_cb=lambda event: isinstance(event, Batches)):
         pass
     qtbot.waitUntil(lambda: mon.plots.train_loss.n >= 20, timeout=TIMEOUT)
     mon.plots.redraw()
@@ -45,9 +48,11 @@ def test_training_streams_batches_into_the_plots_then_pause_resume_and_stop(qtbo
 
 def test_signals_are_coalesced_to_at_most_about_thirty_per_second(qtbot, make_window):
     win = make_window(spirals(epochs=6))
+    from gui.bridge import Batches
+
     session = win.training.start()
     emissions = []
-    session.batches.connect(lambda records: emissions.append(len(records)))
+    session.events.connect(lambda e: emissions.append(len(e.records)) if isinstance(e, Batches) else None)
     qtbot.waitUntil(lambda: not win.training.is_active(), timeout=TIMEOUT)
     assert sum(emissions) > len(emissions), "every batch came in its own signal"
 
@@ -113,10 +118,13 @@ def test_a_worker_exception_shows_the_error_dialog_and_keeps_the_document(qtbot,
         raise RuntimeError("the engine exploded in test")
 
     monkeypatch.setattr(trainer_module.Trainer, "_train_epoch", boom)
+    from app.training.session import Failed
+
     session = mon.start()
-    with qtbot.waitSignal(session.failed, timeout=TIMEOUT) as blocker:
+    with qtbot.waitSignal(session.events, timeout=TIMEOUT,
+                          check_params_cb=lambda event: isinstance(event, Failed)) as blocker:
         pass
-    assert "the engine exploded in test" in blocker.args[0]
+    assert "the engine exploded in test" in blocker.args[0].message
     qtbot.waitUntil(lambda: not mon.is_active(), timeout=TIMEOUT)
     box = mon.refusal_box  # one plain line; the traceback only behind Details
     assert box is not None and "exploded" in box.text() and "Traceback" not in box.text()
@@ -128,7 +136,7 @@ def test_a_worker_exception_shows_the_error_dialog_and_keeps_the_document(qtbot,
 
 @pytest.mark.parametrize("example", sorted(p.stem for p in EXAMPLES.glob("*.json")))
 def test_the_computation_graph_view_builds_for_each_example(qtbot, example):
-    from app.worker import step_graph_for_document
+    from app.training.probes import step_graph_for_document
     from widgets.graph_view import ComputationGraphView
 
     doc = load_document(EXAMPLES / f"{example}.json")
@@ -147,7 +155,7 @@ def test_a_tall_graph_built_while_hidden_opens_readable_from_its_top_and_f_shows
     wide dock it is drawn at a readable zoom from its first op, not shrunk to an unreadable thumbnail."""
     from PySide6.QtCore import Qt
 
-    from app.worker import step_graph_for_document
+    from app.training.probes import step_graph_for_document
     from widgets.graph_view import ComputationGraphView
 
     view = ComputationGraphView()
@@ -332,7 +340,7 @@ def test_while_a_background_thread_runs_garbage_is_collected_on_the_ui_thread_on
     import gc
     import threading
 
-    from app.worker import collect_garbage_on_the_ui_thread_while
+    from gui.bridge import collect_garbage_on_the_ui_thread_while
 
     collected_in: list[str] = []
 

@@ -7,9 +7,9 @@ import time
 
 from gui_helpers import TIMEOUT, spirals
 
-import app.worker as worker
+import gui.bridge as worker
 from app.training import TrainerCallback
-from app.worker import TrainingSession
+from gui.bridge import SessionBridge
 
 
 class _Clock(TrainerCallback):
@@ -21,7 +21,7 @@ class _Clock(TrainerCallback):
 
 
 def test_batches_wait_for_a_ui_thread_that_stopped_draining(qtbot, tmp_path):
-    session = TrainingSession(spirals(), tmp_path / "run", worker_nice=0)
+    session = SessionBridge(spirals(), tmp_path / "run", worker_nice=0)
     session.start()
     qtbot.waitUntil(lambda: session.trainer is not None and session.trainer.step > 3, timeout=TIMEOUT)
     clock = _Clock()
@@ -46,10 +46,10 @@ def test_batches_wait_for_a_ui_thread_that_stopped_draining(qtbot, tmp_path):
 
 def test_the_trainer_does_not_wait_once_the_session_has_ended(qtbot, tmp_path):
     """After the end (timer stopped) nothing waits for a UI beat, so a late beat costs nothing."""
-    session = TrainingSession(spirals(epochs=1), tmp_path / "run")
+    session = SessionBridge(spirals(epochs=1), tmp_path / "run")
     session.start()
     qtbot.waitUntil(lambda: not session.is_running(), timeout=TIMEOUT)
-    bridge = worker._Bridge(session)
+    bridge = session
     session._ui_beat = time.perf_counter() - 10  # very late
     slept: list[float] = []
     real_sleep = time.sleep

@@ -142,7 +142,7 @@ class MainWindow(QMainWindow):
         self._update_title()
         if self.editor.info is not None:
             self._update_status(self.editor.info)
-        from widgets.training_monitor import TrainingMonitor
+        from gui.training_monitor import TrainingMonitor
 
         self.training = TrainingMonitor(self)  # training panel, plots, doctor, graph view, runs
         self._idle_bottom_docks()
@@ -584,7 +584,7 @@ class MainWindow(QMainWindow):
         """The weights of the last run, as arrays, if it trained this very graph; else None. While
         a run is training, ExportError: its weights change under the reader's feet."""
         from app.export.weights import state_dict_arrays
-        from widgets.training_monitor import model_signature
+        from gui.training_monitor import model_signature
 
         monitor = self.training
         session = monitor.session

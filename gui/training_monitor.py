@@ -1,5 +1,7 @@
-"""TrainingMonitor: puts the training panel, live plots, doctor, predictions, computation graph and
-runs into the main window, owns the TrainingSession of the current run and routes its signals."""
+"""TrainingMonitor: the window's side of training. It docks the training panel, live plots, doctor,
+predictions, computation graph and runs into the main window, adds the Training menu, starts and
+continues runs (each an `app.training.session.TrainingSession` behind a `SessionBridge`) and hands the
+session's events to the panels, dispatching on their type."""
 from __future__ import annotations
 
 import json
@@ -15,9 +17,12 @@ from PySide6.QtCore import QObject, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QSplitter, QVBoxLayout, QWidget
 
 from app.document import Document, Problem, format_problem
-from app.files import write_text_atomic
+from app.step_graph import StepGraph
+from app.training.metrics import ControlEvent, EpochMetrics, Finding, RunSummary
 from app.training.preflight import check_training
-from app.worker import TrainingSession, collect_garbage_on_the_ui_thread_while, step_graph_for_document
+from app.training.probes import BoundaryGrid, Confusion, step_graph_for_document
+from app.training.session import Failed, Finished, RunPlan, StateChanged, load_training_modules
+from gui.bridge import AmpSteps, Batches, SessionBridge, collect_garbage_on_the_ui_thread_while
 from widgets.canvas_overlay import CanvasDashboard
 from widgets.confusion_matrix import ConfusionMatrixView
 from widgets.decision_boundary import DecisionBoundaryView
@@ -77,8 +82,8 @@ class TrainingMonitor(QObject):
         self.window = window
         self.editor = window.editor
         self.runs_root = Path(runs_root) if runs_root is not None else default_runs_root()
-        self.session: TrainingSession | None = None
-        self.sessions: list[TrainingSession] = []
+        self.session: SessionBridge | None = None
+        self.sessions: list[SessionBridge] = []
         self.batches_seen = 0
         self.last_batch: Any = None
         self.findings: list[Any] = []
@@ -233,7 +238,7 @@ class TrainingMonitor(QObject):
         self.window.statusBar().showMessage(text, msec)
 
     # --- commands -----------------------------------------------------------------------------------------
-    def start(self, epochs: int | None = None) -> TrainingSession | None:
+    def start(self, epochs: int | None = None) -> SessionBridge | None:
         """Train the canvas's graph in a new run (a fresh model; the previous run stays in Runs)."""
         if self.is_active():
             return self.session
@@ -265,16 +270,14 @@ class TrainingMonitor(QObject):
         device = self.panel.device.currentData()
         if self.loaded_weights is not None:  # loaded into this graph: the run starts from them
             options["initial_weights"] = self.loaded_weights.arrays
-        session = TrainingSession(doc, run_dir, device=device, parent=self, **options)
-        session.set_doctor_policy(self.doctor.policy())
         meta = {"name": name, "graph": graph, "started": time.time(), "status": "running",
                 "source": str(self.window.path or "")}
         try:
-            write_text_atomic(run_dir / "run.json", json.dumps(meta))
+            session = SessionBridge(doc, run_dir, device=device, parent=self, run_meta=meta, **options)
         except OSError as exc:
-            session.deleteLater()
             self._refuse_unwritable(exc)
             return None
+        session.set_doctor_policy(self.doctor.policy())
         self.reopened = None
         self._attach(session, name)
         self.status("Engine: compiling the graph and loading the dataset…")
@@ -288,10 +291,8 @@ class TrainingMonitor(QObject):
         self.window.show_error("Can't start training",
                                f"Wiregrad can't write the run folder:\n{where}\n{describe_os_error(exc)}")
 
-    def _attach(self, session: TrainingSession, name: str) -> None:
-        """Make `session` the current run (named `name`), route its signals and start it."""
-        self._lock_run(session.run_dir)
-        self.runs.refresh()  # the new run is listed while it trains, not only once it has ended
+    def _attach(self, session: SessionBridge, name: str) -> None:
+        """Make `session` the current run (named `name`), route its events and start it."""
         self._clear_views()
         self.session = session
         self.sessions.append(session)
@@ -300,22 +301,13 @@ class TrainingMonitor(QObject):
         self._snapshot_signature = model_signature(session.doc)
         self.forked = False
         self.panel.show_fork(None)
-        s = session
-        s.run_started.connect(self._on_run_started)
-        s.batches.connect(self._on_batches)
-        s.epoch_ended.connect(self._on_epoch)
-        s.finding.connect(self._on_finding)
-        s.event.connect(self._on_event)
-        s.state_changed.connect(self._on_state)
-        s.amp.connect(self.plots.add_amp)
-        s.boundary.connect(self.boundary.show_grid)
-        s.confusion.connect(self.confusion.show_matrix)
-        s.step_graph.connect(self.graph_view.show_graph)
-        s.failed.connect(self._on_failed)
-        s.run_ended.connect(self._on_run_ended)
-        s.finished.connect(self._on_finished)
-        s.request_graph()
-        s.start()
+        session.events.connect(self._on_session_event)
+        session.request_graph()
+        session.start()
+        # locked once start() has written run.json "running": Runs tells a live run from an interrupted
+        # one by a lock newer than run.json
+        self._lock_run(session.run_dir)
+        self.runs.refresh()  # the new run is listed while it trains, not only once it has ended
         self.editor.edit_lock = LOCK_MESSAGE
         self.dashboard.start()
         self._tint_timer.start()
@@ -372,7 +364,7 @@ class TrainingMonitor(QObject):
             return self.reopened is not None and self.reopened.status == "stopped"
         return not s.is_running() and s.state == "stopped" and s.trainer is not None
 
-    def continue_run(self) -> TrainingSession | None:
+    def continue_run(self) -> SessionBridge | None:
         """Train a stopped run on: same weights, optimiser state and run folder, from its data cursor;
         the plots carry on. Refused when the canvas no longer matches the run's graph."""
         if not self.can_continue():
@@ -385,14 +377,13 @@ class TrainingMonitor(QObject):
             return None
         return self._go_on("Engine: continuing the stopped run…")
 
-    def _go_on(self, message: str) -> TrainingSession:
+    def _go_on(self, message: str) -> SessionBridge:
         """Start the current (not running) session's worker again: the run goes on from its cursor."""
         self.forked = False
         self.panel.show_fork(None)
-        _note_run(self.session.run_dir, status="running")
+        self.session.start()
         self._lock_run(self.session.run_dir)
         self.runs.refresh()
-        self.session.start()
         self.editor.edit_lock = LOCK_MESSAGE
         self.dashboard.start()
         self._tint_timer.start()
@@ -431,7 +422,7 @@ class TrainingMonitor(QObject):
             f"Train it on for how many more epochs?", 5, 1, 1_000_000)
         return more if ok else None
 
-    def train_on(self, more: int | None = None) -> TrainingSession | None:
+    def train_on(self, more: int | None = None) -> SessionBridge | None:
         """Train the current (or reopened) run for `more` epochs beyond those it has trained (asked when
         None), in the same run folder: its history goes on, a schedule planned from the epochs is
         re-planned (the status bar says how)."""
@@ -463,7 +454,7 @@ class TrainingMonitor(QObject):
             self.status(note, 10000)
         return session
 
-    def _continue_reopened(self, epochs: int) -> TrainingSession | None:
+    def _continue_reopened(self, epochs: int) -> SessionBridge | None:
         """Continue a run reopened from Runs: a new session on its folder, from its last.ckpt (weights,
         optimiser, schedule, data cursor), for `epochs` in all; the plots show its history first."""
         r = self.reopened
@@ -476,13 +467,12 @@ class TrainingMonitor(QObject):
             options["base_dir"] = r.base_dir
         device = self.panel.device.currentData()
         try:
-            session = TrainingSession(self.editor.doc, r.path, device=device, parent=self, **options)
+            session = SessionBridge(self.editor.doc, r.path, device=device, parent=self,
+                                    previous_status=r.status, **options)
         except OSError as exc:  # the run's folder went away or turned read-only since it was reopened
             self._refuse_unwritable(exc)
             return None
         session.set_doctor_policy(self.doctor.policy())
-        session.previous_status = r.status
-        _note_run(r.path, status="running")
         self.reopened = None
         self._attach(session, r.name)
         self._replay(r.path)
@@ -780,8 +770,20 @@ class TrainingMonitor(QObject):
             if forked:
                 self.status("The graph changed: the running model is the snapshot taken at Start", 8000)
 
-    # --- session signals ------------------------------------------------------------------------------
-    def _on_run_started(self, plan: Any) -> None:
+    # --- session events -------------------------------------------------------------------------------
+    def _on_session_event(self, event: Any) -> None:
+        """One event of a session's run (see `SessionBridge.events`), to the views that show it."""
+        handler = {RunPlan: self._on_run_started, Batches: self._on_batches, EpochMetrics: self._on_epoch,
+                   Finding: self._on_finding, ControlEvent: self._on_event, StateChanged: self._on_state,
+                   AmpSteps: self._on_amp, BoundaryGrid: self.boundary.show_grid,
+                   Confusion: self.confusion.show_matrix, StepGraph: self.graph_view.show_graph,
+                   Failed: self._on_failed, RunSummary: self._on_run_ended}.get(type(event))
+        if isinstance(event, Finished):
+            self._on_finished(self.sender())
+        elif handler is not None:
+            handler(event)
+
+    def _on_run_started(self, plan: RunPlan) -> None:
         self.plots.set_steps_per_epoch(plan.steps_per_epoch)
         info = plan.info
         classify = info.dataset.get("task") == "classification"
@@ -789,7 +791,8 @@ class TrainingMonitor(QObject):
         self.status(f"Engine: training {info.parameters:,} parameters on {info.dataset['name']} "
                     f"({info.dataset['train']} samples) on {info.device}")
 
-    def _on_batches(self, records: list[Any]) -> None:
+    def _on_batches(self, batches: Batches) -> None:
+        records = batches.records
         self.batches_seen += len(records)
         self.last_batch = records[-1]
         self.plots.add_batches(records)
@@ -848,7 +851,11 @@ class TrainingMonitor(QObject):
             self.plots.mark_event(None, None, "NaN/Inf: paused", on=("loss",))
             self.status("Paused: the loss or the gradients became NaN/Inf — see the training doctor")
 
-    def _on_state(self, state: str) -> None:
+    def _on_amp(self, steps: AmpSteps) -> None:
+        self.plots.add_amp(steps.states)
+
+    def _on_state(self, change: StateChanged) -> None:
+        state = change.state
         self._show_progress()
         self._sync_actions()
         if state == "paused":
@@ -862,17 +869,13 @@ class TrainingMonitor(QObject):
         elif state == "running":
             self._doctor_pause = None
 
-    def _on_failed(self, message: str, tb: str) -> None:
+    def _on_failed(self, failure: Failed) -> None:
         """The worker raised: one plain line naming the node (and where in the batch) when the trainer
-        knows it, that node selected and ringed on the canvas, the traceback only behind Details."""
+        knows it, that node selected and ringed on the canvas, the traceback only behind Details. (The
+        session has noted in run.json whether the run failed or, not continued, is as it was.)"""
+        message, tb = failure.message, failure.traceback
         s = self.session
-        if s is not None and s.trainer is None and s.resume_from is not None:
-            # the run could not be continued (its checkpoint, a schedule that can't cover the epochs): it
-            # is as it was, not failed
-            _note_run(s.run_dir, status=getattr(s, "previous_status", "stopped"))
-            self.runs.refresh()
-        elif s is not None:
-            _note_run(s.run_dir, status="failed")  # else Runs would list it as running forever
+        if s is not None:
             self.runs.refresh()
         node, where = failure_place(s.trainer if s is not None else None, tb)
         reason = plain_error(message)
@@ -884,9 +887,7 @@ class TrainingMonitor(QObject):
         self._error_box("Training failed", f"{line}\n\nThe document is untouched; fix the problem and "
                         f"press Start again.", tb.strip() or None)
 
-    def _on_run_ended(self, summary: Any) -> None:
-        if self.session is not None:
-            _note_run(self.session.run_dir, status=summary.status)
+    def _on_run_ended(self, summary: RunSummary) -> None:
         acc = f", val accuracy {summary.val_accuracy:.1%}" if summary.val_accuracy is not None else ""
         self.status(f"Run {summary.status.replace('_', ' ')} after {summary.epochs} epochs "
                     f"({summary.seconds:.1f} s){acc}", 10000)
@@ -903,9 +904,9 @@ class TrainingMonitor(QObject):
         if lock is not None:
             lock.unlock()
 
-    def _on_finished(self) -> None:
-        self._release_run(self.sender())
-        if self.sender() is not self.session:
+    def _on_finished(self, session: Any) -> None:
+        self._release_run(session)
+        if session is not self.session:
             return
         self.editor.edit_lock = None
         self._tint_timer.stop()
@@ -917,9 +918,8 @@ class TrainingMonitor(QObject):
     # --- checks ---------------------------------------------------------------------------------------
     def run_lr_finder(self) -> None:
         from app.training import find_lr
-        from app.worker import _load_engine
 
-        _load_engine()
+        load_training_modules()
         doc = self.editor.doc.copy()
         self.doctor.show_check_running("LR finder")
         self.doctor_dock.raise_()
@@ -927,9 +927,8 @@ class TrainingMonitor(QObject):
 
     def run_overfit_check(self) -> None:
         from app.training import overfit_one_batch
-        from app.worker import _load_engine
 
-        _load_engine()
+        load_training_modules()
         doc = self.editor.doc.copy()
         self.doctor.show_check_running("Overfit one batch")
         self.doctor_dock.raise_()
@@ -1020,21 +1019,6 @@ def _json_field(path: Path, key: str) -> Any:
     except (OSError, ValueError):
         return None
     return value.get(key) if isinstance(value, dict) else None
-
-
-def _note_run(run_dir: Path | None, **fields: Any) -> None:
-    """Merge `fields` into RUN_DIR/run.json (its status); a damaged run.json is replaced."""
-    if run_dir is None:
-        return
-    path = Path(run_dir) / "run.json"
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        meta = {}
-    try:
-        path.write_text(json.dumps({**(meta if isinstance(meta, dict) else {}), **fields}), encoding="utf-8")
-    except OSError:
-        pass  # the folder went away: the run's metadata only
 
 
 def expected_predictions(editor: Any) -> tuple[bool, bool | None]:
