@@ -75,8 +75,8 @@ def write_export(kind: str, doc: Document, path: Path, weights: dict[str, Any] |
     `weights_from` says which weights they are ("weights loaded from w.safetensors"), else the last
     run's. Returns which weights went in, for the status bar."""
     from app.export import export_onnx, export_pytorch, save_weights
-    from app.export.graph import dataset_input_shape
     from app.export.onnx_export import initial_state
+    from app.training.data import dataset_input_shape
 
     which = "freshly initialised weights" if weights is None else \
         weights_from or "the trained weights of the last run"
@@ -603,9 +603,9 @@ class MainWindow(QMainWindow):
         loaded = self.training.loaded_weights
         if loaded is None:
             return None
-        from app.export.graph import dataset_input_shape
         from app.export.onnx_export import initial_state
         from app.training.checkpoint import match_weights
+        from app.training.data import dataset_input_shape
 
         base_dir = self.path.parent if self.path else None
         state = initial_state(self.doc, dataset_input_shape(self.doc, base_dir))

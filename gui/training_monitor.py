@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QSplitter,
 from app.document import Document, Problem, format_problem
 from app.step_graph import StepGraph
 from app.training.metrics import ControlEvent, EpochMetrics, Finding, RunSummary
-from app.training.preflight import check_training
+from app.training.preflight import preflight
 from app.training.probes import BoundaryGrid, Confusion, step_graph_for_document
 from app.training.session import Failed, Finished, RunPlan, StateChanged, load_training_modules
 from gui.bridge import AmpSteps, Batches, SessionBridge, collect_garbage_on_the_ui_thread_while
@@ -249,7 +249,8 @@ class TrainingMonitor(QObject):
         base_dir = Path(path).parent if path is not None else None
         # the check the Trainer, the CLI and the canvas run, with its deep step (one forward and backward on
         # two real samples): whatever would fail is refused here, named on its node, never a traceback
-        errors = [p for p in check_training(doc, base_dir=base_dir, deep=True) if p.severity == "error"]
+        checked = preflight(doc, base_dir=base_dir, deep=True, epochs=epochs)
+        errors = checked.errors
         if errors:
             self._refuse_start(errors)
             return None
@@ -261,7 +262,9 @@ class TrainingMonitor(QObject):
         except OSError as exc:  # a read-only or full disk, a file where the runs folder should be
             self._refuse_unwritable(exc)
             return None
-        options: dict[str, Any] = {"preflight_deep": False}  # just done above
+        # the Trainer takes that check (its shape inference and dataset) instead of running it again; the
+        # session trains a copy of `doc` taken below, on this thread, so the two can't differ
+        options: dict[str, Any] = {"checked": checked}
         if epochs is not None:
             options["epochs"] = epochs
         if base_dir is not None:
@@ -515,10 +518,10 @@ class TrainingMonitor(QObject):
         parameter name and shape: they become the initial weights of the next Start and of Export. The
         report (what matched, what did not and why) is shown in a dialog."""
         from app.export import ExportError
-        from app.export.graph import dataset_input_shape
         from app.export.onnx_export import initial_state
         from app.export.weights import read_state_dict
         from app.training.checkpoint import match_weights
+        from app.training.data import dataset_input_shape
 
         if self.is_active():
             self.window.show_error("Training is running", "Stop the run before loading weights.")

@@ -1,9 +1,7 @@
 """The document as the exporters see it: the nodes the prediction needs, in topological order,
 each with resolved params, input sources and shapes. Shared by the PyTorch and ONNX exporters.
-
-The dataset's input shape is `app.training.data.dataset_input_shape` (the one answer the check, the
-Trainer and the canvas use too); it is imported here only for the window's callers in gui/.
-"""
+The dataset's input shape comes from `app.training.data` (the one answer the check, the Trainer and the canvas
+use too)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -14,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from app.document import Document, DocumentError, NodeSpec, format_problem, get_spec, infer_shapes, validate
-from app.training.data import dataset_input_shape as dataset_input_shape  # the one function, for gui/
 from app.training.data import load_training_dataset
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ def spirals(epochs: int = 60) -> Document:
 
 
 def fresh_weights(doc: Document) -> dict[str, np.ndarray]:
-    from app.export.graph import dataset_input_shape
     from app.export.onnx_export import initial_state
+    from app.training.data import dataset_input_shape
 
     return initial_state(doc, dataset_input_shape(doc))
 

@@ -76,3 +76,29 @@ def test_a_deep_check_failure_shows_its_traceback_only_under_details(make_window
     assert win.editor.scene.selected_node_ids() == ["fc1"]
     box.button(QMessageBox.StandardButton.Ok).click()
     qtbot.waitUntil(lambda: not box.isVisible(), timeout=5000)
+
+
+def test_start_checks_once_and_the_run_reuses_that_check(make_window, qtbot, monkeypatch):
+    """Start's deep check hands its shape inference and dataset to the Trainer: one inference per Start
+    (it was 7: Start's check, then the Trainer's own check and compile), and the run trains."""
+    import sys
+
+    import app.document.shapes
+    from gui_helpers import spirals
+
+    win = make_window(spirals(epochs=1))
+    original = app.document.shapes.infer_shapes
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "infer_shapes", None) is original:
+            monkeypatch.setattr(module, "infer_shapes", counting)
+    session = win.training.start(epochs=1)
+    assert session is not None
+    qtbot.waitUntil(lambda: not win.training.is_active(), timeout=60_000)
+    assert session.state == "finished"
+    assert session.trainer.info is not None and len(calls) == 1
