@@ -218,20 +218,6 @@ def _run_source_dir(run_dir: Path) -> Path | None:
     return Path(source).parent if isinstance(source, str) and Path(source).parent.is_dir() else None
 
 
-def _note_run(run_dir: Path, **fields: Any) -> None:
-    """Merge `fields` into RUN_DIR/run.json (where the graph came from, the status)."""
-    path = run_dir / "run.json"
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        meta = {}
-    meta = {**(meta if isinstance(meta, dict) else {}), **fields}
-    try:
-        path.write_text(json.dumps(meta), encoding="utf-8")
-    except OSError:
-        pass  # metadata only
-
-
 def _read_start_weights(source: str) -> dict[str, Any]:
     """--weights: the file's tensors, read before anything is written (a bad file leaves no run folder)."""
     from app.export import ExportError
@@ -256,12 +242,27 @@ def _load_start_weights(trainer: Any, arrays: dict[str, Any], source: str, quiet
         sys.stderr.write("\n".join(match.lines()) + "\n")
 
 
+def _held_elsewhere(run_dir: Path) -> Any:
+    """RUN_DIR's lock, taken for this process; a UserError when another live process trains that run
+    (None when the folder has no lock to take: not made yet, read-only)."""
+    from app.training.runs import RUN_LOCK, hold_run_lock
+
+    lock = hold_run_lock(run_dir) if run_dir.is_dir() else None
+    if lock is None and (run_dir / RUN_LOCK).exists():
+        raise UserError(f"{run_dir} is being trained by another process (its {RUN_LOCK} is held); "
+                        "stop that run first")
+    return lock
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.resume and Path(args.resume).is_dir():  # before anything else reads the run it trains
+        lock = _held_elsewhere(Path(args.resume))
+        if lock is not None:
+            lock.unlock()
     resumed = _resume_target(args)
     doc = resumed.doc if resumed is not None else load_graph(args.graph)
     start_weights = _read_start_weights(args.weights) if args.weights else None
-    from app.document import format_problem, save_document
-    from app.training import Trainer
+    from app.document import format_problem
     from app.training.preflight import preflight
 
     run_dir = Path(args.out) if args.out else _default_run_dir(args.graph)
@@ -276,36 +277,67 @@ def cmd_train(args: argparse.Namespace) -> int:
         for p in checked.errors:
             print(f"wiregrad train: error: {_one_line(format_problem(p))}", file=sys.stderr)
         return EXIT_USAGE
+    # held while this process trains: the window's Runs list shows the run as live, and as interrupted
+    # if this process is killed; a second `train --resume` of the same folder is refused
+    lock = _held_elsewhere(run_dir)
+    try:
+        return _train(args, doc, run_dir, base_dir, checked, resumed, start_weights, lock)
+    finally:
+        if lock is not None:
+            lock.unlock()
+
+
+def _train(args: argparse.Namespace, doc: Any, run_dir: Path, base_dir: Path, checked: Any, resumed: Any,
+           start_weights: Any, lock: Any) -> int:
+    from app.document import save_document
+    from app.training import Trainer
+    from app.training.runs import hold_run_lock, note_run, run_name
+
     trainer = Trainer(doc, run_dir, device=args.device, epochs=args.epochs, base_dir=base_dir,
                       on_nonfinite="stop", blas_threads=args.blas_threads, checked=checked)
-    if args.resume:
-        note = trainer.load_checkpoint(args.resume)
-        if note and not args.quiet:
-            sys.stderr.write(note + "\n")
-    if start_weights is not None:
-        _load_start_weights(trainer, start_weights, args.weights, args.quiet)
-    trainer.callbacks.insert(0, _make_progress(trainer, sys.stderr, args.quiet))
-    save_document(trainer.doc, run_dir / "graph.json")
-    if resumed is None:
-        _note_run(run_dir, source=str(Path(args.graph).resolve()), status="running")
-    try:
-        summary = trainer.run()
-    except KeyboardInterrupt:
-        raise UserError("interrupted") from None
-    except OSError as exc:  # a checkpoint or metrics write failed (disk full, file size limit)
-        from app.files import describe_os_error
+    lock = lock or hold_run_lock(run_dir)  # a new run's folder exists now
+    try:  # released after the last word in run.json, so the run never looks interrupted
+        if args.resume:
+            note = trainer.load_checkpoint(args.resume)
+            if note and not args.quiet:
+                sys.stderr.write(note + "\n")
+        if start_weights is not None:
+            _load_start_weights(trainer, start_weights, args.weights, args.quiet)
+        trainer.callbacks.insert(0, _make_progress(trainer, sys.stderr, args.quiet))
+        # the run folder the window makes too (document.json, run.json with a name), so a CLI run under the
+        # window's runs folder lists in Runs and reopens there
+        save_document(trainer.doc, run_dir / "document.json")
+        try:
+            meta: dict[str, Any] = {}
+            if not resumed:
+                graph = Path(args.graph).stem
+                meta = {"source": str(Path(args.graph).resolve()), "graph": graph, "started": time.time(),
+                        "name": run_name(run_dir.parent, graph)}
+            note_run(run_dir, status="running", **meta)
+            if lock is not None:
+                lock.touch()  # newer than run.json: the lock, not the clock, says whether the run lives
+            summary = trainer.run()
+        except KeyboardInterrupt:
+            note_run(run_dir, status="stopped")
+            raise UserError("interrupted") from None
+        except OSError as exc:  # a checkpoint or metrics write failed (disk full, file size limit)
+            from app.files import describe_os_error
 
-        raise UserError(f"can't write to the run folder {run_dir}: {describe_os_error(exc)}; "
-                        "the run stopped") from None
-    out = {"epochs": summary.epochs, "train_loss": summary.train_loss, "val_loss": summary.val_loss,
-           "val_accuracy": summary.val_accuracy, "seconds": round(summary.seconds, 3),
-           "status": summary.status, "run_dir": str(run_dir)}
-    out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
-    (run_dir / "summary.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
-    _note_run(run_dir, status=summary.status)
-    sys.stdout.write(json.dumps(out) + "\n")
-    sys.stdout.flush()
-    return 1 if summary.status == "failed" else 0
+            note_run(run_dir, status="failed")
+            raise UserError(f"can't write to the run folder {run_dir}: {describe_os_error(exc)}; "
+                            "the run stopped") from None
+        out = {"epochs": summary.epochs, "train_loss": summary.train_loss, "val_loss": summary.val_loss,
+               "val_accuracy": summary.val_accuracy, "seconds": round(summary.seconds, 3),
+               "status": summary.status, "run_dir": str(run_dir)}
+        out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
+        (run_dir / "summary.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        note_run(run_dir, status=summary.status)
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+        return 1 if summary.status == "failed" else 0
+    finally:
+        if lock is not None:
+            lock.unlock()
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from app.step_graph import StepGraph
 from app.training.metrics import ControlEvent, EpochMetrics, Finding, RunSummary
 from app.training.preflight import preflight
 from app.training.probes import BoundaryGrid, Confusion, step_graph_for_document
+from app.training.runs import hold_run_lock, new_run_dir, read_run, run_name, run_steps_per_epoch
 from app.training.session import Failed, Finished, RunPlan, StateChanged, load_training_modules
 from gui.bridge import AmpSteps, Batches, SessionBridge, collect_garbage_on_the_ui_thread_while
 from widgets.canvas_overlay import CanvasDashboard
@@ -29,7 +30,7 @@ from widgets.decision_boundary import DecisionBoundaryView
 from widgets.doctor_panel import DoctorPanel
 from widgets.graph_view import ComputationGraphView
 from widgets.plots import TrainingPlots
-from widgets.runs import RunsPanel, hold_run_lock, new_run_dir, read_run, run_name, run_steps_per_epoch
+from widgets.runs import RunsPanel
 from widgets.theme import icon
 from widgets.training_panel import ACTIVE_STATES, TrainingPanel
 

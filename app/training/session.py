@@ -27,6 +27,7 @@ import numpy as np
 from app.document import Document
 from app.files import write_text_atomic
 from app.training.metrics import TrainerCallback
+from app.training.runs import note_run
 
 BOUNDARY_EVERY_S = 0.4  # decision-boundary grid at most this often (it costs one forward of 64x64 points)
 
@@ -72,21 +73,6 @@ class Finished:
 
 
 Subscriber = Callable[[Any], None]
-
-
-def note_run(run_dir: Path | None, **fields: Any) -> None:
-    """Merge `fields` into RUN_DIR/run.json (its status); a damaged run.json is replaced."""
-    if run_dir is None:
-        return
-    path = Path(run_dir) / "run.json"
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        meta = {}
-    try:
-        write_text_atomic(path, json.dumps({**(meta if isinstance(meta, dict) else {}), **fields}))
-    except OSError:
-        pass  # the folder went away: the run's metadata only
 
 
 class _Callback(TrainerCallback):

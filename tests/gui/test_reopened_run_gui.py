@@ -85,7 +85,7 @@ def test_a_reopened_run_shows_its_progress_offers_its_name_and_exports_its_weigh
 LIVE_RUN = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from widgets.runs import hold_run_lock
+    from app.training.runs import hold_run_lock
 
     run = Path(sys.argv[1])
     (run / "run.json").write_text(json.dumps({"name": "killed #1", "graph": "killed", "status": "running",

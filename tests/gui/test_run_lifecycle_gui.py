@@ -220,7 +220,7 @@ def test_runs_are_named_after_their_example_and_the_save_prompt_names_it(qtbot, 
 
 
 def test_damaged_run_folders_list_without_stopping_the_app(qtbot, make_window, tmp_path):
-    from widgets.runs import list_runs, read_run
+    from app.training.runs import list_runs, read_run
 
     root = tmp_path / "runs"
     cases = {"list": b"[]", "string-started": b'{"started": "yesterday", "name": 3}',
