@@ -222,7 +222,13 @@ class TrainingPanel(QWidget):
         self._lr_changed = False  # the user changed the box since it last showed the lr in effect
         self.lr.valueChanged.connect(self._lr_value_changed)
         self.option_name = QComboBox()
-        self.option_name.setSizeAdjustPolicy(QComboBox.AdjustToContents)  # "weight_decay" reads whole
+        # as wide as the longest option of any optimiser from the start ("weight_decay" reads whole): a combo
+        # that grew when an optimiser's options arrived widened the dock after the window had laid it out,
+        # and the window pushed the dock's right edge (Resume, Set, the state) off screen
+        self.option_name.setSizeAdjustPolicy(QComboBox.AdjustToContents)
+        self.option_name.addItems(sorted({o for names in _LIVE_OPTIONS.values() for o in names}))
+        self.option_name.setMinimumWidth(self.option_name.sizeHint().width())
+        self.option_name.clear()
         self.option_name.setSizePolicy(QSizePolicy.Minimum, QSizePolicy.Fixed)
         self.option_value = QLineEdit()
         self.option_value.setPlaceholderText("value")

@@ -322,3 +322,35 @@ def test_toolbar_tooltips_name_their_shortcuts_and_help_lists_every_shortcut(win
     shown = [dialog.tree.topLevelItem(i) for i in range(dialog.tree.topLevelItemCount())]
     assert [(i.text(0).strip(), i.text(1)) for i in shown if i.text(1)] == [(t, k) for _m, t, k in rows]
     dialog.close()
+
+
+def test_the_first_view_keeps_the_training_dock_whole_inside_the_window(qtbot, tmp_path, monkeypatch):
+    """`main.py --screenshot` (the example's first view at 1600x1000, themed as the app is): the option combo
+    grew when the optimiser's options arrived, after the window had laid out its docks, and the Training
+    dock's right edge (Resume, Reset, the state, both Set buttons) fell off the window."""
+    from PySide6.QtCore import QPoint
+    from PySide6.QtWidgets import QAbstractButton, QDockWidget
+
+    import main as entry
+    from gui.main_window import MainWindow
+
+    seen = {}
+    grab = MainWindow.grab
+
+    def measuring_grab(win, *args):
+        dock = win.findChild(QDockWidget, "dock_training")
+        seen["visible"] = dock.isVisible()
+        seen["dock_right"] = dock.mapTo(win, QPoint(dock.width(), 0)).x()
+        seen["width"] = win.width()
+        seen["buttons"] = {b.text().split(" ", 1)[-1]: b.mapTo(win, QPoint(b.width(), 0)).x()
+                           for b in dock.findChildren(QAbstractButton) if b.isVisible() and b.text()}
+        return grab(win, *args)
+
+    monkeypatch.setattr(MainWindow, "grab", measuring_grab)
+    assert entry.main(["--screenshot", str(tmp_path / "first.png")]) == 0
+    assert (tmp_path / "first.png").stat().st_size > 10_000
+    assert seen["visible"] and seen["width"] == 1600
+    assert seen["dock_right"] <= seen["width"]
+    assert {"Start", "Resume", "Reset", "Set"} <= set(seen["buttons"])
+    past = {text: right for text, right in seen["buttons"].items() if right > seen["width"]}
+    assert past == {}, f"past the window's right edge ({seen['width']} px): {past}"
