@@ -214,7 +214,7 @@ from .ops.indexing import (  # noqa: E402
     take,
     take_along_dim,
 )
-from .ops.linalg import addmm, baddbmm, bmm, dot, einsum, inner, matmul, mm, mv, outer, trace  # noqa: E402
+from .ops.matmul import addmm, baddbmm, bmm, dot, einsum, inner, matmul, mm, mv, outer, trace  # noqa: E402
 from .ops.reduce import (  # noqa: E402
     all,
     amax,
@@ -386,10 +386,11 @@ def _function_from_method(name: str):
     return fn
 
 
-from .ops import tensor_methods_extra as _methods_extra  # noqa: E402  (in-place math, view ops, resize_...)
-from .ops.tensor_methods_extra import layout, sgn, sparse_coo, strided  # noqa: E402,F811  (sgn: torch's node)
+from .ops import tensor_surface as _tensor_surface  # noqa: E402  (in-place methods, resize_, layouts...)
+from .ops.inplace_methods import sgn  # noqa: E402,F811  (sgn: torch's node)
+from .ops.tensor_surface import layout, sparse_coo, strided  # noqa: E402
 
-_methods_extra.install(Tensor)
+_tensor_surface.install(Tensor)
 
 # torch's top-level spellings of in-place methods: engine.relu_(x) is x.relu_()
 for _name in (
@@ -419,48 +420,24 @@ from .linalg import (  # noqa: E402  (torch's top-level spellings of linalg func
     pinverse,
 )
 from .linalg import inv as inverse  # noqa: E402
-from .ops.extra import (  # noqa: E402
-    addbmm,
-    addmv,
-    addr,
-    bartlett_window,
-    blackman_window,
-    bucketize,
-    corrcoef,
-    cov,
-    cumulative_trapezoid,
+from .ops.composite import renorm  # noqa: E402
+from .ops.indexing import unravel_index  # noqa: E402
+from .ops.integration import cumulative_trapezoid, trapezoid, trapz  # noqa: E402
+from .ops.matmul import addbmm, addmv, addr, ger  # noqa: E402
+from .ops.numeric import (  # noqa: E402
     frexp,
     gcd,
-    ger,
-    hamming_window,
-    hann_window,
     heaviside,
-    histc,
-    histogram,
     isin,
     isneginf,
     isposinf,
     isreal,
-    kaiser_window,
     lcm,
     ldexp,
-    mode,
-    msort,
-    nanmedian,
-    nanquantile,
     nextafter,
     positive,
-    quantile,
-    renorm,
-    row_stack,
-    trapezoid,
-    trapz,
-    vander,
 )
-from .ops.extra_index import (  # noqa: E402
-    block_diag,
-    cartesian_prod,
-    combinations,
+from .ops.scatter import (  # noqa: E402
     diag_embed,
     diagflat,
     diagonal_scatter,
@@ -471,7 +448,19 @@ from .ops.extra_index import (  # noqa: E402
     scatter_reduce,
     select_scatter,
     slice_scatter,
-    unravel_index,
+)
+from .ops.shape import block_diag, cartesian_prod, combinations, row_stack  # noqa: E402
+from .ops.sort import msort  # noqa: E402
+from .ops.statistics import (  # noqa: E402
+    bucketize,
+    corrcoef,
+    cov,
+    histc,
+    histogram,
+    mode,
+    nanmedian,
+    nanquantile,
+    quantile,
 )
 
 __version__ = "0.1.0"

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as D
+from .autograd.inplace import bump
 
 
 class _AmpState(threading.local):
@@ -224,7 +225,7 @@ class GradScaler:
             if not found and not np.isfinite(arr).all():
                 found = True
             np.multiply(arr, inv_scale, out=arr)
-            g._storage.version += 1
+            bump(g)
         st["found_inf"] = found
         st["stage"] = _UNSCALED
 

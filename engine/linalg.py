@@ -16,8 +16,8 @@ from .autograd.naming import torch_node
 from .ops import creation as C
 from .ops import reduce as R
 from .ops import shape as SH
-from .ops.elementwise import maximum
-from .ops.linalg import matmul
+from .ops.elementwise import _not_implemented, maximum
+from .ops.matmul import matmul
 from .tensor import Tensor, _wrap_array
 
 
@@ -1077,6 +1077,119 @@ def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
         v = V[..., :, i:i + 1]
         Q = Q - (tau[..., i, None, None] * v) @ (v.mT @ Q)
     return Q
+
+
+# ----------------------------------------------------------------------------- torch.lu, triangular_solve
+_triangular_solve_result = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+
+
+def _torch_triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False):
+    """(X, A.clone()) with op(A) X = b, A read as its upper (lower) triangle, op(A) = A^T with transpose."""
+    for name, m in (("b", b), ("A", A)):
+        if m.ndim < 2:
+            raise RuntimeError(f"torch.triangular_solve: Expected {name} to have at least 2 dimensions, but "
+                               f"it has {m.ndim} dimensions instead")
+    T = A.mT if transpose else A
+    x = solve_triangular(T, b, upper=upper != transpose, unitriangular=unitriangular)
+    return _triangular_solve_result(x, A.clone())
+
+
+def _lu_arrays(a: np.ndarray):
+    """Partial-pivoting LU of every matrix of a (..., m, n), LAPACK getrf's conventions: the packed factors
+    (unit L below the diagonal, U on and above), 1-based int32 row swaps, and info (the first zero pivot)."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    A = a.reshape(-1, m, n).copy()
+    b = np.arange(A.shape[0])
+    piv = np.empty((A.shape[0], k), np.int32)
+    info = np.zeros(A.shape[0], np.int32)
+    for j in range(k):
+        p = j + np.argmax(np.abs(A[:, j:, j]), axis=1)  # the first largest, as LAPACK's idamax
+        piv[:, j] = p + 1
+        row_j, row_p = A[b, j].copy(), A[b, p].copy()
+        A[b, p], A[b, j] = row_j, row_p
+        pivot = A[:, j, j]
+        singular = pivot == 0
+        info = np.where(singular & (info == 0), j + 1, info).astype(np.int32)
+        scale = np.where(singular, 1, pivot)  # a zero pivot leaves its column unscaled
+        A[:, j + 1:, j] /= scale[:, None]
+        A[:, j + 1:, j + 1:] -= A[:, j + 1:, j, None] * A[:, j, None, j + 1:]
+    batch = a.shape[:-2]
+    return A.reshape(a.shape), piv.reshape(batch + (k,)), info.reshape(batch)
+
+
+def _permutation(pivots: np.ndarray, m: int) -> np.ndarray:
+    """P^T as index arrays: rows of A in the order LU holds them (A[perm] = L U) for 1-based row swaps."""
+    flat = pivots.reshape(-1, pivots.shape[-1]) - 1
+    perm = np.tile(np.arange(m), (flat.shape[0], 1))
+    rows = np.arange(flat.shape[0])
+    for j in range(flat.shape[1]):
+        p = flat[:, j]
+        pj, pp = perm[rows, j].copy(), perm[rows, p].copy()
+        perm[rows, j], perm[rows, p] = pp, pj
+    return perm.reshape(pivots.shape[:-1] + (m,))
+
+
+def _perm_matrix_t(pivots: np.ndarray, m: int, like: Tensor) -> Tensor:
+    """P^T as a (batch of) permutation matrix in like's dtype: P^T @ B puts B's rows in LU's order."""
+    perm = _permutation(pivots, m)
+    eye = np.eye(m, dtype=like._dtype.np)
+    return _wrap_array(eye[perm]).to(like.device)
+
+
+class _LuFactor(Function):
+    """A = P L U packed as torch.lu gives it. Backward (square matrices): with gL, gU the packed gradient's
+    strictly lower and upper parts, gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T."""
+
+    _raw = True
+    _save_output = True
+
+    @staticmethod
+    def forward(ctx, A):
+        lu, piv, info = _lu_arrays(_host(A))
+        ctx.pivots = piv
+        ctx.mark_non_differentiable(piv, info)
+        xp = A._storage.backend.xp
+        return xp.asarray(lu), piv, info
+
+    @staticmethod
+    def backward(ctx, g, _gp=None, _gi=None):
+        LU = ctx.saved_output
+        m, n = LU._shape[-2:]
+        if m != n:
+            raise NotImplementedError("lu's gradient is implemented for square matrices only")
+        gL, gU = g.tril(-1), g.triu()
+        unit_lower = LU.tril(-1) + C.eye(m, dtype=LU._dtype, device=LU.device)
+        phi = (unit_lower.mT @ gL).tril(-1) + (gU @ LU.triu().mT).triu()
+        y = solve_triangular(LU.mT, phi, upper=True, unitriangular=True)
+        y = solve_triangular(LU.mT, y, upper=False, left=False)  # y U^-T (LU.mT's lower triangle is U^T)
+        return _perm_matrix_t(ctx.pivots, m, LU).mT @ y
+
+
+_LuNode = torch_node(_LuFactor, "LinalgLuFactorExBackward0")
+
+
+def _torch_lu(A: Tensor, pivot: bool = True, get_infos: bool = False):
+    """(LU, pivots) or (LU, pivots, infos) of torch.lu: partial-pivoting LU, int32 pivots counted from 1."""
+    if A.ndim < 2:
+        raise RuntimeError("torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: "
+                           f"{list(A._shape)} instead")
+    if not A._dtype.is_floating_point:
+        _not_implemented("lu_cpu", A._dtype)
+    if not pivot:
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
+    lu_, piv, info = _LuNode.apply(A)
+    piv, info = piv.to(D.int32), info.to(D.int32)
+    return (lu_, piv, info) if get_infos else (lu_, piv)
+
+
+def _torch_lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # noqa: N803 - torch's names
+    """X with A X = b for A = P L U given by lu(): triangular solves (differentiable in b and LU_data)."""
+    m = LU_data._shape[-1]
+    pt = _perm_matrix_t(LU_pivots.detach().numpy(force=True), m, LU_data)
+    y = solve_triangular(LU_data, pt @ b, upper=False, unitriangular=True)
+    return solve_triangular(LU_data, y, upper=True)
 
 
 __all__ = [

@@ -12,6 +12,7 @@ from .._memory_format import contiguous_format
 from . import function as _function  # its Tensor and _wrap_array are bound once engine.tensor is imported
 from .function import AccumulateGrad
 from .grad_mode import state
+from .inplace import bump
 
 
 def _sum_to(grad, shape):
@@ -82,7 +83,7 @@ def _accumulate_into_leaf(node: AccumulateGrad, grad, create_graph: bool, refs: 
           and vg._shape == grad._shape and vg._arr.flags.c_contiguous):
         # what add_ does under no_grad, without its dispatch (this runs once per parameter per step)
         np.add(vg._arr, grad._arr, out=vg._arr)
-        vg._storage.version += 1
+        bump(vg)
     else:
         from .grad_mode import no_grad
 

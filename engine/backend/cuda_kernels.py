@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import dtypes as D
 from . import nvrtc
 
 BLOCK = 256
@@ -86,6 +87,19 @@ def _launch_rows(filename: str, kernel: str, rows: int, cols: int, args: tuple) 
     while threads < cols and threads < BLOCK:
         threads *= 2
     _function(filename, kernel)((min(MAX_GRID, rows),), (min(threads, BLOCK),), args)
+
+
+# ----------------------------------------------------------------------------- which tensors the kernels take
+def takes(x, *others, f16: bool = True) -> bool:
+    """Whether the kernels can take tensor x and `others` (weight, bias...; None for absent ones): float32,
+    or float16 where the kernel has an _f16 variant. The caller has checked x.is_cuda; other dtypes run the
+    NumPy/CuPy implementation. Tensors on two devices raise PyTorch's error."""
+    for t in others:
+        if t is not None and t._storage.device != x._storage.device:
+            raise RuntimeError("Expected all tensors to be on the same device, but found at least two "
+                               f"devices, {x.device} and {t.device}!")
+    ok = (D.float32, D.float16) if f16 else (D.float32,)
+    return all(t is None or t._dtype in ok for t in (x,) + others)
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
+from ..autograd.inplace import bump
 from ..random import default_generator
 from ..tensor import Tensor
 
@@ -19,7 +20,7 @@ def _gen(generator):
 def _write(t: Tensor, arr) -> Tensor:
     with no_grad():
         np.copyto(t._arr, arr, casting="unsafe")
-        t._storage.version += 1
+        bump(t)
     return t
 
 

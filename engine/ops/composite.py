@@ -1,11 +1,12 @@
 """Ops written with other ops, so autograd (and double backward) comes through them: hypot, logaddexp,
-xlogy, logit, copysign, float_power, distances, tensordot and torch's stacking/splitting helpers."""
+xlogy, logit, copysign, float_power, distances, tensordot, renorm and torch's stacking/splitting helpers."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
+from .. import _strides as S
 from .. import dtypes as D
 from ..autograd.function import Function
 from ..autograd.naming import torch_node
@@ -386,3 +387,22 @@ def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None
 
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None) -> Tensor:
     return _tri_indices(row, col, offset, True, dtype, device)
+
+
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    """Each slice along dim whose p-norm exceeds maxnorm, scaled down to norm maxnorm."""
+    if input.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} dimensions")
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm:g}")
+    if not input._dtype.is_floating_point:
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{D.scalar_type_name(input._dtype)}")
+    d = S.wrap_dim(dim, input.ndim)
+    norms = input.norm(p, dim=tuple(i for i in range(input.ndim) if i != d), keepdim=True)
+    return input * E.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+
+
+renorm_ = E._make_inplace(renorm, "renorm_")

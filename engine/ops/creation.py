@@ -1,4 +1,5 @@
-"""Factories: tensor (copies), as_tensor/from_numpy (share), zeros/ones/full/empty(+_like), ranges, random."""
+"""Factories: tensor (copies), as_tensor/from_numpy (share), zeros/ones/full/empty(+_like), ranges, random,
+Vandermonde matrices and signal windows (hann_window...)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,6 +7,7 @@ import numpy as np
 from .. import _memory_format as MF
 from .. import _runtime
 from .. import dtypes as D
+from ..autograd.inplace import assign as _assign  # private: engine/__init__ star-imports this module
 from ..backend import CPU, as_device, backend_for
 from ..random import default_generator
 from ..tensor import Tensor, _copy_channels_last, _copy_preserving_layout, _wrap_array
@@ -495,9 +497,7 @@ def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) -> Te
 
     _check_inplace(t)
     u = _gen(generator, t.device).uniform(t._shape, np.float64 if t._dtype.itemsize == 8 else np.float32)
-    t._arr[...] = u * (b - a) + a
-    t._storage.version += 1
-    return t
+    return _assign(t, u * (b - a) + a)
 
 
 def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
@@ -505,30 +505,22 @@ def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -
 
     _check_inplace(t)
     z = _gen(generator, t.device).normal(t._shape, np.float64 if t._dtype.itemsize == 8 else np.float32)
-    t._arr[...] = z * std + mean
-    t._storage.version += 1
-    return t
+    return _assign(t, z * std + mean)
 
 
 def random_(t: Tensor, low: int = 0, high: int | None = None, *, generator=None) -> Tensor:
     if high is None:
         low, high = 0, low if low else 2**24
-    t._arr[...] = _gen(generator).integers(low, high, t._shape, np.int64)
-    t._storage.version += 1
-    return t
+    return _assign(t, _gen(generator).integers(low, high, t._shape, np.int64))
 
 
 def bernoulli_(t: Tensor, p: float = 0.5, *, generator=None) -> Tensor:
-    t._arr[...] = _gen(generator).uniform(t._shape, np.float64) < p
-    t._storage.version += 1
-    return t
+    return _assign(t, _gen(generator).uniform(t._shape, np.float64) < p)
 
 
 def exponential_(t: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     u = _gen(generator).uniform(t._shape, np.float64)
-    t._arr[...] = -np.log1p(-u) / lambd
-    t._storage.version += 1
-    return t
+    return _assign(t, -np.log1p(-u) / lambd)
 
 
 _ = CPU
@@ -572,3 +564,69 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False)
     if requires_grad:
         out.requires_grad_(True)
     return out
+
+
+# ----------------------------------------------------------------------------- vander and windows
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:  # noqa: N803 - torch's name
+    """Columns x^(N-1) ... x^0 (x^0 ... x^(N-1) with increasing); integers give int64."""
+    if x.ndim != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x._shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    if not x.is_floating_point():
+        x = x.to(D.int64)
+    if n == 0:
+        return zeros((x._shape[0], 0), dtype=x.dtype)
+    from .shape import cat  # shape imports this module
+
+    first = ones((x._shape[0], 1), dtype=x.dtype)
+    powers = cat([first, x.unsqueeze(1).expand(x._shape[0], n - 1)], 1).cumprod(1)
+    return powers if increasing else powers.flip(1)
+
+
+def _window(name: str, length: int, periodic: bool, dtype, requires_grad: bool, fn) -> Tensor:
+    """fn(n, m) over n = 0..m-1 in float64, m = length (length + 1 and the last dropped when periodic),
+    cast to dtype: torch's window functions."""
+    dt = D.get_default_dtype() if dtype is None else D.as_dtype(dtype)
+    if not dt.is_floating_point:
+        raise RuntimeError(f"{name} expects floating point dtypes, got: {dt}")
+    if length < 0:
+        raise RuntimeError(f"{name} requires non-negative window_length, got window_length={length}")
+    if length <= 1:
+        return ones(length, dtype=dt, requires_grad=requires_grad)
+    m = length + 1 if periodic else length
+    w = fn(np.arange(m, dtype=np.float64), m)[:length]
+    return tensor(w, dtype=dt, requires_grad=requires_grad)
+
+
+def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54, beta: float = 0.46, *,
+                   dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _window("hamming_window", window_length, periodic, dtype, requires_grad,
+                   lambda n, m: alpha - beta * np.cos(2 * np.pi * n / (m - 1)))
+
+
+def hann_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
+                requires_grad: bool = False) -> Tensor:
+    return _window("hann_window", window_length, periodic, dtype, requires_grad,
+                   lambda n, m: 0.5 - 0.5 * np.cos(2 * np.pi * n / (m - 1)))
+
+
+def blackman_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
+                    requires_grad: bool = False) -> Tensor:
+    def blackman(n, m):
+        return 0.42 - 0.5 * np.cos(2 * np.pi * n / (m - 1)) + 0.08 * np.cos(4 * np.pi * n / (m - 1))
+
+    return _window("blackman_window", window_length, periodic, dtype, requires_grad, blackman)
+
+
+def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
+                    requires_grad: bool = False) -> Tensor:
+    return _window("bartlett_window", window_length, periodic, dtype, requires_grad,
+                   lambda n, m: 1 - np.abs(2 * n / (m - 1) - 1))
+
+
+def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *, dtype=None, layout=None,
+                  device=None, requires_grad: bool = False) -> Tensor:
+    return _window("kaiser_window", window_length, periodic, dtype, requires_grad,
+                   lambda n, m: np.kaiser(m, beta))

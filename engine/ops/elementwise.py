@@ -14,8 +14,10 @@ from .. import _strides as S
 from .. import dtypes as D
 from ..autograd.function import Function, _next_seq
 from ..autograd.grad_mode import no_grad, state
+from ..autograd.inplace import bump
 from ..autograd.naming import torch_node
 from ..backend import CPU, numpy_backend
+from ..backend import cuda_kernels as K
 from ..tensor import (
     _CONTIGUOUS_STRIDES,
     Storage,
@@ -749,15 +751,19 @@ def _maybe_out(result: Tensor, out):
 
 # ----------------------------------------------------------------------------- unary math
 def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, node=None, refuse=None,
-           save_in=True):
+           save_in=True, kernel=None):
     """Make a unary op: forward np_fn on the array, backward grad(g, x, out); its graph nodes are named
     `node` (torch's name; default name + "Backward0"). The node keeps the output for grad when save_out, else
     the input unless save_in is False (a gradient that needs neither, like neg's: as torch's node, it saves
     nothing, so an in-place edit of the input later is fine). refuse = (kernel, dtypes): the dtypes torch's
-    kernel has no loop for, which raise its NotImplementedError."""
+    kernel has no loop for, which raise its NotImplementedError. kernel: the op's name in our CUDA activation
+    kernels (kernels/activations.cu), whose forward and plain backward (reading the output) then run on a
+    GPU tensor the kernels take; under create_graph the backward is grad's Tensor ops on every device."""
 
     def forward(ctx, x):
         arr = x._arr
+        if kernel is not None and x.is_cuda and K.takes(x):
+            return K.activation_forward(kernel, arr)
         if float_only and not x._dtype.is_floating_point:
             arr, _ = _as_float(arr, x._dtype)
         if save_in and not save_out:
@@ -766,7 +772,10 @@ def _unary(name, np_fn, grad, save_out=False, float_only=True, nondiff=False, no
 
     def backward(ctx, g):
         if save_out:
-            return grad(g, None, ctx.saved_output)
+            out = ctx.saved_output
+            if kernel is not None and not state.grad_enabled and out.is_cuda and K.takes(out):
+                return _wrap_array(K.activation_backward(kernel, g._arr, out._arr))
+            return grad(g, None, out)
         if not save_in:
             return grad(g, None, None)
         (x,) = ctx.saved_tensors
@@ -828,7 +837,7 @@ Acos, acos = _unary("Acos", np.arccos, lambda g, x, out: -g * (1 - x * x).rsqrt(
 Atan, atan = _unary("Atan", np.arctan, lambda g, x, out: g / (1 + x * x))
 Sinh, sinh = _unary("Sinh", np.sinh, lambda g, x, out: g * x.cosh())
 Cosh, cosh = _unary("Cosh", np.cosh, lambda g, x, out: g * x.sinh())
-Tanh, tanh = _unary("Tanh", np.tanh, lambda g, x, out: g * (1 - out * out), save_out=True)
+Tanh, tanh = _unary("Tanh", np.tanh, lambda g, x, out: g * (1 - out * out), save_out=True, kernel="tanh")
 Reciprocal, reciprocal = _unary("Reciprocal", np.reciprocal, lambda g, x, out: -g * out * out, save_out=True)
 Square, _square = _unary(
     "Square", np.square, lambda g, x, out: g * 2 * x, float_only=False, node="PowBackward0"  # x ** 2 in torch
@@ -880,7 +889,8 @@ def _sigmoid_np(a):
     return np.reciprocal(e, out=e)
 
 
-Sigmoid, sigmoid = _unary("Sigmoid", _sigmoid_np, lambda g, x, out: g * out * (1 - out), save_out=True)
+Sigmoid, sigmoid = _unary("Sigmoid", _sigmoid_np, lambda g, x, out: g * out * (1 - out), save_out=True,
+                          kernel="sigmoid")
 _RELU_CHUNK = 1 << 14
 _RELU_ZEROS: dict = {}  # float dtype -> read-only zeros, _RELU_CHUNK long
 _FLOAT_ZEROS: dict = {}  # float dtype -> its scalar zero
@@ -920,25 +930,56 @@ def _relu_np(a, out=None):
 
 def _relu_grad_np(g, out):
     """torch's threshold backward, `out <= 0 ? 0 : g`: the gradient passes where the output is NaN.
-    A relu output is >= 0 or NaN, so `out != 0` is that mask."""
-    return np.multiply(g, out != 0)
+    A relu output is >= 0 or NaN, so `out != 0` is that mask. Multiplying by the mask is the fast way, but an
+    inf or NaN gradient times 0 is NaN where torch's select gives 0: a sum that is not finite (such a
+    gradient, or a rare overflow of the sum itself) sends the batch through the select."""
+    mask = out != 0
+    r = np.multiply(g, mask)
+    if r.dtype.kind == "f" and r.size and not np.isfinite(np.add.reduce(r, axis=None)):
+        r = np.where(mask, g, r.dtype.type(0))
+    return r
 
 
-Relu, _relu = _unary(
-    "Relu",
-    _relu_np,
-    # like torch's threshold_backward, the gradient depends on `out` (with zero derivative), so under
-    # create_graph it requires grad whenever `out` does, as torch's does
-    lambda g, x, out: where(out != 0, g, out * 0),
-    save_out=True,
-    float_only=False,
-)
+class Relu(Function):
+    """relu, torch.relu and F.relu alike (one node, ReluBackward0): _relu_np on NumPy/CuPy arrays, or on a GPU
+    tensor the kernels take our activation kernel (kernels/activations.cu). The backward reads the output,
+    as torch's threshold_backward does; without create_graph it runs on arrays (the training hot path)."""
+
+    _raw = True
+    _elementwise = 1
+    _save_output = True
+    _exact_grads = True
+
+    @staticmethod
+    def forward(ctx, x):
+        if x.is_cuda and K.takes(x):
+            return K.activation_forward("relu", x._arr)
+        return _relu_np(x._arr)
+
+    @staticmethod
+    def _backward_arrays(ctx, ga):
+        out = ctx._saved_output_unlinked()
+        if out.is_cuda and K.takes(out):
+            return (K.activation_backward("relu", ga, out._arr),)
+        return (_relu_grad_np(ga, out._arr),)
+
+    @staticmethod
+    def backward(ctx, g):
+        if state.grad_enabled:
+            # like torch's threshold_backward, the gradient depends on `out` (with zero derivative), so under
+            # create_graph it requires grad whenever `out` does, as torch's does
+            out = ctx.saved_output
+            return where(out != 0, g, out * 0)
+        return _wrap_array(Relu._backward_arrays(ctx, g._arr)[0])
+
+
+_RELU = torch_node(Relu, "ReluBackward0")
 
 
 def relu(input):
     if input._dtype is D.bool_:
         raise RuntimeError("Boolean inputs not supported for relu")
-    return _relu(input)
+    return _RELU.apply(input)
 
 
 def _host_scalar(v, like):
@@ -1508,7 +1549,7 @@ def _write(t: Tensor, r, op_name: str) -> None:
         ):
             _cast_error(rdt, t._dtype)
     np.copyto(t._arr, arr, casting="unsafe")
-    t._storage.version += 1
+    bump(t)
 
 
 def _needs_graph(t: Tensor, args) -> bool:
@@ -1549,7 +1590,7 @@ def inplace(t: Tensor, fn, *args, op_name: str, needs_old: bool = True) -> Tenso
             _cast_error(r._dtype, t._dtype)
         r = r.to(t._dtype)
     np.copyto(t._arr, r._arr)
-    t._storage.version += 1
+    bump(t)
     _rebase_history(t, r)
     return t
 
@@ -1690,7 +1731,7 @@ def _fast_inplace(np_fn, name, t: Tensor, other, alpha=1):
         raise RuntimeError(
             f"output with shape {list(t._shape)} doesn't match the broadcast shape {list(bshape)}"
         ) from None
-    t._storage.version += 1
+    bump(t)
     return t
 
 
@@ -1787,7 +1828,7 @@ def fill_(t: Tensor, value, _node=FillBackward2) -> Tensor:
     if _needs_graph(t, ()):
         return inplace(t, lambda s: _node.apply(s, value), op_name="fill_", needs_old=False)
     t._arr[...] = value
-    t._storage.version += 1
+    bump(t)
     return t
 
 
@@ -1854,7 +1895,7 @@ def addcmul_(t, tensor1, tensor2, *, value=1):
     if value != 1:
         prod *= value
     np.add(t._arr, prod, out=t._arr, casting="unsafe")
-    t._storage.version += 1
+    bump(t)
     return t
 
 
@@ -1873,7 +1914,7 @@ def addcdiv_(t, tensor1, tensor2, *, value=1):
     if value != 1:
         q *= value
     np.add(t._arr, q, out=t._arr, casting="unsafe")
-    t._storage.version += 1
+    bump(t)
     return t
 
 

@@ -1,6 +1,8 @@
-"""Indexing: x[...] (basic -> view, advanced -> copy), x[...] = v, gather/scatter, index_select, masks."""
+"""Indexing: x[...] (basic -> view, advanced -> copy), x[...] = v, gather/scatter, index_select, masks,
+unravel_index."""
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -9,6 +11,7 @@ from .. import _strides as S
 from .. import dtypes as D
 from .._memory_format import contiguous_format
 from ..autograd.function import Function
+from ..autograd.inplace import bump
 from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
 from . import elementwise as E
@@ -382,7 +385,7 @@ def setitem(x: Tensor, index, value) -> None:
             E._check_inplace(x, overlap_ok=True)
             E._check_inplace(view)  # as torch: refused only if the elements written to share memory
             view._arr[...] = storable(value, x._dtype)
-            x._storage.version += 1
+            bump(x)
         return
     basic, adv = _split_index(x, index)
     if _is_identity(basic):
@@ -429,7 +432,7 @@ def index_put_(x: Tensor, indices, values, accumulate: bool = False, *, _convert
             val = values._arr if isinstance(values, Tensor) else storable(values, x._dtype)
             target = x._arr[idx].shape
             x._arr[idx] = np.broadcast_to(val, target) if np.ndim(val) > 1 else val
-            x._storage.version += 1
+            bump(x)
         return x
     return E.inplace(
         x, lambda s, v: IndexPutBackward0.apply(s, v, idx, accumulate), values, op_name="index_put_",
@@ -839,3 +842,18 @@ def take_along_dim(input, indices, dim=None):
 
         indices = where(indices < 0, indices + n, indices)
     return gather(input, d, indices)
+
+
+def unravel_index(indices: Tensor, shape) -> tuple:
+    """The coordinates in an array of `shape` of each flat index (indices wrap around, as torch's)."""
+    if not indices._dtype._cat == 1:
+        raise TypeError(f"expected 'indices' to be integer dtype, but got {indices.dtype}")
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(n < 0 for n in shape):
+        raise ValueError(f"'shape' cannot have negative values, but got {shape}")
+    rest = indices._arr.astype(np.int64) % max(math.prod(shape), 1)
+    coords = np.zeros(rest.shape + (len(shape),), np.int64)
+    for k in reversed(range(len(shape))):
+        if shape[k]:
+            rest, coords[..., k] = np.divmod(rest, shape[k])
+    return _wrap_array(coords).unbind(-1)  # views of one tensor, like torch's

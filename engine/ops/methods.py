@@ -6,14 +6,15 @@ from ..tensor import Tensor
 from . import composite as CO
 from . import creation as C
 from . import elementwise as E
-from . import extra as X
-from . import extra_index as XI
 from . import indexing as I
-from . import linalg as L
+from . import matmul as L
+from . import numeric as NU
 from . import reduce as R
+from . import scatter as SC
 from . import shape as SH
 from . import sort as SO
 from . import special_math as SM
+from . import statistics as ST
 from . import views as V
 
 
@@ -55,7 +56,7 @@ def _tensor_other(fn, name: str):
 
 _TENSOR_OTHER = {"maximum": E.maximum, "minimum": E.minimum, "fmax": E.fmax, "fmin": E.fmin,
                  "atan2": E.atan2, "arctan2": E.atan2, "hypot": CO.hypot, "logaddexp": CO.logaddexp,
-                 "logaddexp2": CO.logaddexp2, "ldexp": X.ldexp, "logical_and": E.logical_and,
+                 "logaddexp2": CO.logaddexp2, "ldexp": NU.ldexp, "logical_and": E.logical_and,
                  "logical_or": E.logical_or, "logical_xor": E.logical_xor}
 
 
@@ -125,7 +126,7 @@ METHODS = {
     "__getitem__": I.getitem, "__setitem__": I.setitem, "gather": I.gather, "scatter": I.scatter,
     "scatter_": I.scatter_, "scatter_add": I.scatter_add, "scatter_add_": I.scatter_add_,
     "index_select": I.index_select, "index_add": I.index_add, "index_add_": I.index_add_,
-    "index_fill": XI.index_fill, "index_put_": I.index_put_, "index_put": I.index_put,
+    "index_fill": SC.index_fill, "index_put_": I.index_put_, "index_put": I.index_put,
     "masked_fill": I.masked_fill, "masked_fill_": I.masked_fill_, "masked_select": I.masked_select,
     "masked_scatter": I.masked_scatter, "nonzero": I.nonzero, "argwhere": I.argwhere, "take": I.take,
     "take_along_dim": I.take_along_dim,
@@ -139,34 +140,34 @@ METHODS = {
     "unique": SO.unique, "unique_consecutive": SO.unique_consecutive,
     "bincount": SO.bincount,
     "matmul": L.matmul, "mm": L.mm, "bmm": L.bmm, "mv": L.mv, "dot": L.dot, "outer": L.outer,
-    "addmm": L.addmm, "inner": L.inner, "ger": X.ger, "trace": L.trace,
+    "addmm": L.addmm, "baddbmm": L.baddbmm, "inner": L.inner, "ger": L.ger, "trace": L.trace,
     "det": LA.det, "inverse": LA.inv, "cholesky": LA._torch_cholesky, "qr": LA._torch_qr,
     "svd": LA._torch_svd, "matrix_power": LA.matrix_power, "matrix_exp": LA.matrix_exp, "logdet": LA.logdet,
     "slogdet": LA._torch_slogdet, "pinverse": LA.pinverse, "cross": LA._torch_cross,
-    "msort": lambda self: SO.sort(self, 0).values,
+    "msort": SO.msort,
     "where": lambda self, condition, other: E.where(condition, self, other),
     "bitwise_and": E.bitwise_and, "bitwise_or": E.bitwise_or, "bitwise_xor": E.bitwise_xor,
     "bitwise_left_shift": E.bitwise_left_shift, "bitwise_right_shift": E.bitwise_right_shift,
     "bitwise_left_shift_": E.bitwise_left_shift_, "bitwise_right_shift_": E.bitwise_right_shift_,
-    "index_fill_": XI.index_fill_, "masked_scatter_": I.masked_scatter_,
+    "index_fill_": SC.index_fill_, "masked_scatter_": I.masked_scatter_,
     "short": lambda self: self.to("int16"), "char": lambda self: self.to("int8"),
     "get_device": lambda self: self.device.index if self.is_cuda else -1,
     "is_same_size": lambda self, other: self._shape == other._shape,
     "is_nonzero": _is_nonzero,
-    # less common math, statistics, products and index writes (extra, extra_index)
-    "cov": X.cov, "corrcoef": X.corrcoef, "histc": X.histc, "histogram": X.histogram, "isneginf": X.isneginf,
-    "isposinf": X.isposinf, "isreal": X.isreal, "heaviside": X.heaviside, "gcd": X.gcd, "lcm": X.lcm,
-    "ldexp": X.ldexp, "frexp": X.frexp, "nextafter": X.nextafter, "quantile": X.quantile,
-    "nanquantile": X.nanquantile, "nanmedian": X.nanmedian, "mode": X.mode, "renorm": X.renorm,
-    "addmv": X.addmv, "addr": X.addr, "addbmm": X.addbmm, "positive": X.positive,
-    "heaviside_": X.heaviside_, "gcd_": X.gcd_, "lcm_": X.lcm_, "ldexp_": X.ldexp_,
-    "nextafter_": X.nextafter_, "renorm_": X.renorm_, "addmv_": X.addmv_, "addr_": X.addr_,
-    "addbmm_": X.addbmm_,
-    "index_copy": XI.index_copy, "index_reduce": XI.index_reduce, "scatter_reduce": XI.scatter_reduce,
-    "select_scatter": XI.select_scatter, "slice_scatter": XI.slice_scatter,
-    "diagonal_scatter": XI.diagonal_scatter, "diag_embed": XI.diag_embed, "diagflat": XI.diagflat,
-    "put": XI.put, "put_": XI.put_, "index_copy_": XI.index_copy_, "index_reduce_": XI.index_reduce_,
-    "scatter_reduce_": XI.scatter_reduce_,
+    # less common math, statistics, products and index writes
+    "cov": ST.cov, "corrcoef": ST.corrcoef, "histc": ST.histc, "histogram": ST.histogram,
+    "isneginf": NU.isneginf, "isposinf": NU.isposinf, "isreal": NU.isreal, "heaviside": NU.heaviside,
+    "gcd": NU.gcd, "lcm": NU.lcm, "ldexp": NU.ldexp, "frexp": NU.frexp, "nextafter": NU.nextafter,
+    "quantile": ST.quantile, "nanquantile": ST.nanquantile, "nanmedian": ST.nanmedian, "mode": ST.mode,
+    "renorm": CO.renorm, "addmv": L.addmv, "addr": L.addr, "addbmm": L.addbmm, "positive": NU.positive,
+    "heaviside_": NU.heaviside_, "gcd_": NU.gcd_, "lcm_": NU.lcm_, "ldexp_": NU.ldexp_,
+    "nextafter_": NU.nextafter_, "renorm_": CO.renorm_, "addmv_": L.addmv_, "addr_": L.addr_,
+    "addbmm_": L.addbmm_,
+    "index_copy": SC.index_copy, "index_reduce": SC.index_reduce, "scatter_reduce": SC.scatter_reduce,
+    "select_scatter": SC.select_scatter, "slice_scatter": SC.slice_scatter,
+    "diagonal_scatter": SC.diagonal_scatter, "diag_embed": SC.diag_embed, "diagflat": SC.diagflat,
+    "put": SC.put, "put_": SC.put_, "index_copy_": SC.index_copy_, "index_reduce_": SC.index_reduce_,
+    "scatter_reduce_": SC.scatter_reduce_,
     # random in-place
     "uniform_": C.uniform_, "normal_": C.normal_, "random_": C.random_, "bernoulli_": C.bernoulli_,
     "exponential_": C.exponential_, "bernoulli": C.bernoulli, "multinomial": C.multinomial,

@@ -12,6 +12,7 @@ from .. import dtypes as D
 from ..autograd.function import Function
 from ..autograd.grad_mode import state
 from ..autograd.naming import torch_node
+from ..backend import cuda_kernels as K
 from ..tensor import Tensor, _wrap_array
 
 values_indices = namedtuple("values_indices", ["values", "indices"])
@@ -937,6 +938,9 @@ def cumprod(input, dim=_UNSET, *, dtype=None, **aliases):
 
 
 class Softmax(Function):
+    """softmax along d: NumPy/CuPy, or on a GPU tensor the kernels take one kernel per row
+    (kernels/softmax.cu, any d: the launcher moves it last), whose plain backward is a kernel too."""
+
     _raw = True
     _edges = 1
     _save_output = True
@@ -944,6 +948,9 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, d):
         a = x._arr
+        if x.is_cuda and K.takes(x):
+            ctx.d = d
+            return K.softmax(a, d)
         if not x._dtype.is_floating_point:
             raise NotImplementedError(
                 f"\"softmax_lastdim_kernel_impl\" not implemented for '{D.scalar_type_name(x._dtype)}'")
@@ -958,11 +965,15 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, g):
         y = ctx.saved_output
+        if not state.grad_enabled and y.is_cuda and K.takes(y):
+            return _wrap_array(K.softmax_backward(g._arr, y._arr, ctx.d))
         gy = g * y
         return gy - y * gy.sum(ctx.d, keepdim=True)
 
 
 class LogSoftmax(Function):
+    """log_softmax along d: as Softmax (kernels/softmax.cu on a GPU)."""
+
     _raw = True
     _edges = 1
     _save_output = True
@@ -970,6 +981,9 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, d):
         a = x._arr
+        if x.is_cuda and K.takes(x):
+            ctx.d = d
+            return K.softmax(a, d, log=True)
         if not x._dtype.is_floating_point:
             raise NotImplementedError(
                 f"\"log_softmax_lastdim_kernel_impl\" not implemented for '{D.scalar_type_name(x._dtype)}'")
@@ -983,6 +997,8 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, g):
         y = ctx.saved_output
+        if not state.grad_enabled and y.is_cuda and K.takes(y):
+            return _wrap_array(K.softmax_backward(g._arr, y._arr, ctx.d, log=True))
         return g - y.exp() * g.sum(ctx.d, keepdim=True)
 
 

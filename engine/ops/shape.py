@@ -1,5 +1,8 @@
-"""Joining and rearranging (copies): cat, stack, flip, roll, repeat, tril/triu, pad."""
+"""Joining and rearranging (copies): cat, stack, flip, roll, repeat, tril/triu, pad, block_diag,
+cartesian_prod and combinations."""
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -8,7 +11,8 @@ from .. import dtypes as D
 from .._memory_format import contiguous_format
 from ..autograd.function import Function
 from ..autograd.naming import torch_node
-from ..tensor import Tensor
+from ..tensor import Tensor, _wrap_array
+from .creation import zeros
 
 
 class Cat(Function):
@@ -126,6 +130,9 @@ def hstack(tensors):
 
 def vstack(tensors):
     return cat([t if t.ndim >= 2 else t.reshape(1, -1) for t in tensors], 0)
+
+
+row_stack = vstack
 
 
 class Flip(Function):
@@ -457,3 +464,71 @@ def rot90(input, k: int = 1, dims=(0, 1)):
     if d0 == d1:
         raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}")
     return Rot90Backward0.apply(input, int(k), (d0, d1))
+
+
+# ----------------------------------------------------------------------------- assembling
+class BlockDiag(Function):
+    """Matrices laid along the diagonal of one zero matrix; each gets its block of the gradient back."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, dt, *mats):
+        rows, cols = sum(m._shape[0] for m in mats), sum(m._shape[1] for m in mats)
+        out = np.zeros((rows, cols), dt.np)
+        r = c = 0
+        ctx.blocks = []
+        for m in mats:
+            h, w = m._shape
+            out[r:r + h, c:c + w] = m._arr
+            ctx.blocks.append((r, c, h, w))
+            r, c = r + h, c + w
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return (None,) + tuple(g[r:r + h, c:c + w] for r, c, h, w in ctx.blocks)
+
+
+BlockDiagBackward0 = torch_node(BlockDiag, "BlockDiagBackward0")
+
+
+def block_diag(*tensors: Tensor) -> Tensor:
+    """A block-diagonal matrix of the inputs (0-d as 1x1, 1-d as a row), dtypes promoted."""
+    for i, t in enumerate(tensors):
+        if t.ndim > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} "
+                               f"has {t.ndim} dimensions")
+    if not tensors:
+        return zeros((1, 0))
+    dt = D.result_type(*tensors)
+    mats = [t.reshape(1, -1) if t.ndim < 2 else t for t in tensors]
+    return BlockDiagBackward0.apply(dt, *mats)
+
+
+def _check_vector(t: Tensor) -> None:
+    if t.ndim != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(t._shape)}")
+
+
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    """Every combination of one element from each 1-D input, one per row (a single input comes back)."""
+    for t in tensors:
+        _check_vector(t)
+    if len(tensors) == 1:
+        return tensors[0]
+    if len({t._dtype for t in tensors}) > 1:
+        raise RuntimeError("meshgrid expects all tensors to have the same dtype")
+    return stack([g.reshape(-1) for g in meshgrid(*tensors, indexing="ij")], 1)
+
+
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """The r-element combinations of a 1-D input's elements, one per row, in itertools' order."""
+    _check_vector(input)
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return zeros(0, dtype=input.dtype)
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    idx = np.array(list(pick(range(input._shape[0]), r)), np.int64).reshape(-1, r)
+    return stack([input[_wrap_array(idx[:, k].copy())] for k in range(r)], 1)

@@ -93,6 +93,11 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool | 
     return sort_result(node.apply(input, d, idx), _wrap_array(idx))
 
 
+def msort(input: Tensor) -> Tensor:
+    """input sorted along its first dim."""
+    return sort(input, 0).values
+
+
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
     return sort(input, dim, descending, stable).indices
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..autograd.inplace import bump
 from ..tensor import Tensor
 from .optimizer import _state_tensor
 
@@ -43,7 +44,4 @@ def init_rmsprop_state(st: dict, momentum: float, centered: bool, zeros: Callabl
 
 def bump_versions(p: Tensor, st: dict) -> None:
     """The parameter and its state tensors were changed in place: saved-tensor checks must see it."""
-    for v in st.values():
-        if isinstance(v, Tensor):
-            v._storage.version += 1
-    p._storage.version += 1
+    bump(p, *(v for v in st.values() if isinstance(v, Tensor)))

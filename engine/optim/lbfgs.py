@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from ..autograd.grad_mode import enable_grad, no_grad
+from ..autograd.inplace import bump
 from ..tensor import Tensor, _wrap_array
 from ._pointwise import array_module, check_lr
 from .optimizer import Optimizer
@@ -66,7 +67,7 @@ class LBFGS(Optimizer):
             n = p.numel()
             P = p._arr
             P += direction[offset : offset + n].reshape(P.shape) * P.dtype.type(step_size)
-            p._storage.version += 1
+            bump(p)
             offset += n
 
     def _copy_params(self) -> list:
@@ -75,7 +76,7 @@ class LBFGS(Optimizer):
     def _restore_params(self, saved: list) -> None:
         for p, x in zip(self._params, saved):
             p._arr[...] = x
-            p._storage.version += 1
+            bump(p)
 
     def _scalar(self, x):
         """A reduction's result as a host scalar of the parameters' dtype (numpy.float32 / numpy.float64)."""

@@ -1,6 +1,8 @@
 """Optimizer base: parameter groups with per-group options, per-parameter state, PyTorch's state_dict layout.
 
-Updates run on NumPy arrays in place (`p._arr`), under no_grad, and bump the storage version."""
+Updates are in-place ops under no_grad, as torch's: each step writes the parameter and its state arrays
+(`p._arr`; NumPy loops on the CPU, one fused kernel per parameter on a GPU: the fast path of that one update)
+and counts the write through engine.autograd.inplace, so a saved tensor overwritten by a step is refused."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 
 from ..autograd.grad_mode import enable_grad
 from ..autograd.grad_mode import state as _grad_state
+from ..autograd.inplace import bump
 from ..tensor import Tensor, _wrap_array
 
 
@@ -120,7 +123,7 @@ class Optimizer:
                     if p._grad.grad_fn is not None:
                         p._grad = p._grad.detach()
                     p._grad._arr.fill(0)
-                    p._grad._storage.version += 1
+                    bump(p._grad)
 
     # ------------------------------------------------------------------ stepping
     def step(self, closure: Callable[[], Any] | None = None):

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..autograd.inplace import bump
 from ..tensor import _wrap_array
 from . import _cuda_step
 from ._pointwise import update_direction
@@ -73,7 +74,7 @@ class SGD(Optimizer):
                 u = self._tmp(p, "u")
                 np.multiply(g, -lr, out=u)
                 np.add(P, u, out=P)
-            p._storage.version += 1
+            bump(p)
 
     def _direction(self, p, P, group):
         """The update direction from p's gradient: negated (maximize), plus weight decay, through the
@@ -94,7 +95,7 @@ class SGD(Optimizer):
                     t = self._tmp(p, "t")
                     np.multiply(g, 1 - damp, out=t)
                     np.add(B, t, out=B)
-                buf._storage.version += 1
+                bump(buf)
             if group["nesterov"]:
                 n = self._tmp(p, "n")
                 np.multiply(buf._arr, mom, out=n)

@@ -4,7 +4,7 @@ embedding, likelihood and triplet losses (PyTorch reductions)."""
 from __future__ import annotations
 
 from .. import functional as F
-from .._distance_losses import _legacy_reduction
+from ..functional.distance import _legacy_reduction
 from .distance import PairwiseDistance
 from .module import Module
 

@@ -12,8 +12,8 @@ from ...ops.creation import empty, zeros
 from ...ops.shape import cat, stack
 from ...tensor import Tensor
 from .. import functional as F
-from .. import functional_seq as FS
 from .. import init
+from ..functional import sequence as FS
 from ..parameter import Parameter
 from ..utils.rnn import PackedSequence
 from .module import Module

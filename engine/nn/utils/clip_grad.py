@@ -10,6 +10,7 @@ from types import GeneratorType
 import numpy as np
 
 from ...autograd.grad_mode import no_grad
+from ...autograd.inplace import bump
 from ...tensor import Tensor, _wrap_array
 
 
@@ -52,7 +53,7 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, forea
     with no_grad():
         for g in grads:
             np.multiply(g._arr, clip_coef, out=g._arr, casting="unsafe")
-            g._storage.version += 1
+            bump(g)
 
 
 def clip_grad_norm_(
@@ -88,7 +89,7 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
         for p in _params(parameters):
             if p.grad is not None:
                 np.clip(p.grad._arr, -clip_value, clip_value, out=p.grad._arr)
-                p.grad._storage.version += 1
+                bump(p.grad)
 
 
 def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:

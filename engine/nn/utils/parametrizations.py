@@ -6,7 +6,7 @@ from enum import Enum, auto
 
 from ...autograd.grad_mode import no_grad
 from ...ops.creation import eye, randn, zeros_like
-from ...ops.linalg import mv, vdot
+from ...ops.matmul import mv, vdot
 from ...ops.shape import cat
 from ...tensor import Tensor, _wrap_array
 from .. import functional as F

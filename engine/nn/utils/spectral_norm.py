@@ -4,7 +4,7 @@ estimated by power iteration on the buffers `<name>_u` and `<name>_v`, one step 
 from __future__ import annotations
 
 from ...autograd.grad_mode import no_grad
-from ...ops.linalg import dot, mv
+from ...ops.matmul import dot, mv
 from ...tensor import Tensor
 from .. import functional as F
 from ..modules.module import Module

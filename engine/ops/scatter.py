@@ -1,9 +1,7 @@
-"""Writing into parts of a tensor out of place (index_copy, scatter_reduce, select/slice/diagonal_scatter,
-put, diag_embed, block_diag) and index arithmetic (combinations, cartesian_prod, unravel_index)."""
+"""Writing into parts of a tensor, out of place and in place: index_copy, index_fill, scatter_reduce,
+index_reduce, select/slice/diagonal_scatter, diag_embed, diagflat and put (gather/scatter and x[i] = v are
+in indexing.py)."""
 from __future__ import annotations
-
-import itertools
-import math
 
 import numpy as np
 
@@ -16,7 +14,6 @@ from ..tensor import Tensor, _wrap_array
 from . import creation as C
 from . import elementwise as E
 from . import indexing as I
-from . import shape as SH
 
 
 def _long_index(index: Tensor, message: str, error=RuntimeError) -> None:
@@ -399,86 +396,3 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
 
 
 put_ = _make_inplace(put, "put_", needs_old=False)
-
-
-# ----------------------------------------------------------------------------- assembling
-class BlockDiag(Function):
-    """Matrices laid along the diagonal of one zero matrix; each gets its block of the gradient back."""
-
-    _raw = True
-
-    @staticmethod
-    def forward(ctx, dt, *mats):
-        rows, cols = sum(m._shape[0] for m in mats), sum(m._shape[1] for m in mats)
-        out = np.zeros((rows, cols), dt.np)
-        r = c = 0
-        ctx.blocks = []
-        for m in mats:
-            h, w = m._shape
-            out[r:r + h, c:c + w] = m._arr
-            ctx.blocks.append((r, c, h, w))
-            r, c = r + h, c + w
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        return (None,) + tuple(g[r:r + h, c:c + w] for r, c, h, w in ctx.blocks)
-
-
-BlockDiagBackward0 = torch_node(BlockDiag, "BlockDiagBackward0")
-
-
-def block_diag(*tensors: Tensor) -> Tensor:
-    """A block-diagonal matrix of the inputs (0-d as 1x1, 1-d as a row), dtypes promoted."""
-    for i, t in enumerate(tensors):
-        if t.ndim > 2:
-            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} "
-                               f"has {t.ndim} dimensions")
-    if not tensors:
-        return C.zeros((1, 0))
-    dt = D.result_type(*tensors)
-    mats = [t.reshape(1, -1) if t.ndim < 2 else t for t in tensors]
-    return BlockDiagBackward0.apply(dt, *mats)
-
-
-def _check_vector(t: Tensor) -> None:
-    if t.ndim != 1:
-        raise RuntimeError(f"Expect a 1D vector, but got shape {list(t._shape)}")
-
-
-def cartesian_prod(*tensors: Tensor) -> Tensor:
-    """Every combination of one element from each 1-D input, one per row (a single input comes back)."""
-    for t in tensors:
-        _check_vector(t)
-    if len(tensors) == 1:
-        return tensors[0]
-    if len({t._dtype for t in tensors}) > 1:
-        raise RuntimeError("meshgrid expects all tensors to have the same dtype")
-    return SH.stack([g.reshape(-1) for g in SH.meshgrid(*tensors, indexing="ij")], 1)
-
-
-def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
-    """The r-element combinations of a 1-D input's elements, one per row, in itertools' order."""
-    _check_vector(input)
-    if r < 0:
-        raise RuntimeError(f"Expect a non-negative number, but got {r}")
-    if r == 0:
-        return C.zeros(0, dtype=input.dtype)
-    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
-    idx = np.array(list(pick(range(input._shape[0]), r)), np.int64).reshape(-1, r)
-    return SH.stack([input[_wrap_array(idx[:, k].copy())] for k in range(r)], 1)
-
-
-def unravel_index(indices: Tensor, shape) -> tuple:
-    """The coordinates in an array of `shape` of each flat index (indices wrap around, as torch's)."""
-    if not indices._dtype._cat == 1:
-        raise TypeError(f"expected 'indices' to be integer dtype, but got {indices.dtype}")
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    if any(n < 0 for n in shape):
-        raise ValueError(f"'shape' cannot have negative values, but got {shape}")
-    rest = indices._arr.astype(np.int64) % max(math.prod(shape), 1)
-    coords = np.zeros(rest.shape + (len(shape),), np.int64)
-    for k in reversed(range(len(shape))):
-        if shape[k]:
-            rest, coords[..., k] = np.divmod(rest, shape[k])
-    return _wrap_array(coords).unbind(-1)  # views of one tensor, like torch's

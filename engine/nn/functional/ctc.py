@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as D
-from ..autograd.function import Function
-from ..autograd.naming import torch_node
-from ..tensor import Tensor, _wrap_array
+from ... import dtypes as D
+from ...autograd.function import Function
+from ...autograd.naming import torch_node
+from ...tensor import Tensor, _wrap_array
 
 _WHERE = " (while checking arguments for ctc_loss_allocate_outputs)"
 

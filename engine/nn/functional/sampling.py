@@ -9,11 +9,11 @@ import warnings
 
 import numpy as np
 
-from .. import dtypes as D
-from ..autograd.function import Function
-from ..autograd.naming import torch_node
-from ..tensor import Tensor, _wrap_array
-from ._resample import _cubic_weights
+from ... import dtypes as D
+from ...autograd.function import Function
+from ...autograd.naming import torch_node
+from ...tensor import Tensor, _wrap_array
+from .resample import _cubic_weights
 
 _ALIGN_WARNING = (
     "Default grid_sample and affine_grid behavior has changed to align_corners=False since 1.3.0. Please "

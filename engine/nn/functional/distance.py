@@ -9,18 +9,18 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import dtypes as D
-from ..amp import _state as _amp_state
-from ..amp import autocast_fp32
-from ..autograd.function import Function
-from ..autograd.grad_mode import state as _grad_state
-from ..autograd.naming import torch_node
-from ..ops import elementwise as E
-from ..ops.creation import arange, ones_like
-from ..ops.views import broadcast_tensors
-from ..tensor import Tensor, _wrap_array
-from ._activations import logsigmoid
-from .functional import _reduce, _reduction
+from ... import dtypes as D
+from ...amp import _state as _amp_state
+from ...amp import autocast_fp32
+from ...autograd.function import Function
+from ...autograd.grad_mode import state as _grad_state
+from ...autograd.naming import torch_node
+from ...ops import elementwise as E
+from ...ops.creation import arange, ones_like
+from ...ops.views import broadcast_tensors
+from ...tensor import Tensor, _wrap_array
+from .activation import logsigmoid
+from .loss import _reduce, _reduction
 
 _REDUCTIONS = ("none", "mean", "sum")
 _COSINE_EMBEDDING_EPS = 1e-12  # keeps cosine_embedding_loss finite for zero vectors (torch's constant)

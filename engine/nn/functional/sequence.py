@@ -7,12 +7,12 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
-from ..autograd.grad_mode import state
-from ..ops.creation import ones
-from ..ops.elementwise import _relu_np, relu, sigmoid, tanh
-from ..ops.shape import stack
-from ..tensor import Tensor
+from ...autograd.function import Function
+from ...autograd.grad_mode import state
+from ...ops.creation import ones
+from ...ops.elementwise import _relu_np, relu, sigmoid, tanh
+from ...ops.shape import stack
+from ...tensor import Tensor
 
 __all__ = ["rnn_tanh_layer", "rnn_relu_layer", "lstm_layer", "gru_layer", "scaled_dot_product_attention"]
 
@@ -49,7 +49,7 @@ def _start(xg, w_hh, h0):
 
 def _replay_grads(ctx, reference, grads):
     """Gradients of a Tensor-op replay of the recurrence, recorded for double backward."""
-    from ..autograd import grad as autograd_grad
+    from ...autograd import grad as autograd_grad
 
     inputs = ctx.saved_tensors
     outs = reference(*inputs, ctx.reverse)
@@ -296,7 +296,7 @@ class _RNNLayer(Function):
 
 
 def _t(arr):
-    from ..tensor import _wrap_array
+    from ...tensor import _wrap_array
 
     return None if arr is None else _wrap_array(arr)
 
@@ -369,14 +369,14 @@ def _attention(
     if dead is not None:
         weights = weights.masked_fill(dead, 0.0)
     if dropout_p > 0.0 and training:
-        from .functional import dropout
+        from .dropout import dropout
 
         weights = dropout(weights, dropout_p, True)
     return weights @ value, weights
 
 
 def _bool_dtype():
-    from .. import dtypes
+    from ... import dtypes
 
     return dtypes.bool_
 

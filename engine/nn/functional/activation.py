@@ -1,6 +1,9 @@
-"""The rest of torch's activation functions (relu6, selu, celu, mish, hardswish, the shrinks, threshold,
-prelu, rrelu, softmin ...) and the in-place forms: one node each, named like torch's, NumPy forward,
-backward in Tensor ops so double backward differentiates it."""
+"""Activation functions (F.relu, F.gelu, F.softmax, the shrinks, prelu, rrelu ...) and their in-place
+forms: one Function each, named like torch's node, forward and backward side by side. relu, sigmoid, tanh,
+softmax and log_softmax are torch.*'s Functions (engine/ops/elementwise.py, reduce.py). On a GPU tensor in a
+dtype they take, relu, leaky_relu, gelu, silu, sigmoid, tanh and softmax run our fused kernels
+(engine/backend/cuda_kernels.py, kernels/activations.cu and softmax.cu) in forward and plain backward;
+under create_graph every backward is Tensor ops, so double backward differentiates it."""
 
 from __future__ import annotations
 
@@ -9,18 +12,34 @@ import warnings
 
 import numpy as np
 
-from .. import dtypes as D
-from ..autograd.function import Function
-from ..autograd.grad_mode import state
-from ..autograd.naming import torch_node
-from ..ops import elementwise as E
-from ..ops.elementwise import where
-from ..ops.reduce import softmax as _softmax
-from ..random import default_generator
-from ..tensor import Tensor, _wrap_array
-from . import _fused as FU
+from ... import dtypes as D
+from ..._strides import wrap_dim
+from ...autograd.function import Function
+from ...autograd.grad_mode import state
+from ...autograd.naming import torch_node
+from ...backend import cuda_kernels as K
+from ...ops import elementwise as E
+from ...ops.elementwise import _erf_np, _sigmoid_np, where
+from ...ops.reduce import _softmax_dim
+from ...ops.reduce import log_softmax as _log_softmax
+from ...ops.reduce import softmax as _softmax
+from ...random import default_generator
+from ...tensor import Tensor, _wrap_array
 
 __all__ = [
+    "elu",
+    "gelu",
+    "glu",
+    "hardtanh",
+    "leaky_relu",
+    "log_softmax",
+    "relu",
+    "relu_",
+    "sigmoid",
+    "silu",
+    "softmax",
+    "softplus",
+    "tanh",
     "celu",
     "celu_",
     "elu_",
@@ -170,9 +189,26 @@ class EluInplace(Elu):
 
 
 class LeakyRelu(_Pointwise):
-    """x for x > 0, else slope * x (NaN takes the slope branch in backward): rrelu outside training."""
+    """x for x > 0, else slope * x (NaN takes the slope branch in backward): F.leaky_relu, and rrelu outside
+    training. On a GPU tensor the kernels take, forward and plain backward are our activation kernel."""
 
     kernel = "leaky_relu_cpu"
+
+    @classmethod
+    def forward(cls, ctx, x, slope):
+        if x.is_cuda and K.takes(x) and not cls._save_output:
+            ctx.save_for_backward(x)
+            ctx.params = (slope,)
+            return K.activation_forward("leaky_relu", x._arr, slope)
+        return super().forward(ctx, x, slope)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        if not state.grad_enabled and not cls._save_output:
+            (x,) = ctx.saved_tensors
+            if x.is_cuda and K.takes(x):
+                return _wrap_array(K.activation_backward("leaky_relu", g._arr, x._arr, ctx.params[0])), None
+        return super().backward(ctx, g)
 
     @staticmethod
     def f(a, slope):
@@ -358,9 +394,110 @@ def _weight_shape(x: Tensor, w: Tensor) -> tuple:
     return (1, w.numel()) + (1,) * (x.ndim - 2)
 
 
+class Gelu(Function):
+    """gelu, exact (erf) or tanh-approximated; on a GPU tensor the kernels take, our activation kernel."""
+
+    _raw = True
+    _elementwise = 1
+
+    @staticmethod
+    def forward(ctx, x, approximate):
+        a = x._arr
+        ctx.save_for_backward(x)
+        ctx.approximate = approximate
+        if x.is_cuda and K.takes(x):
+            return K.activation_forward("gelu_tanh" if approximate == "tanh" else "gelu", a)
+        if approximate == "tanh":
+            k = math.sqrt(2 / math.pi)
+            return (0.5 * a * (1 + np.tanh(k * (a + 0.044715 * a**3)))).astype(a.dtype, copy=False)
+        return (0.5 * a * (1 + _erf_np(a / math.sqrt(2)))).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        if not state.grad_enabled and x.is_cuda and K.takes(x):
+            op = "gelu_tanh" if ctx.approximate == "tanh" else "gelu"
+            return _wrap_array(K.activation_backward(op, g._arr, x._arr)), None
+        if ctx.approximate == "tanh":
+            k = math.sqrt(2 / math.pi)
+            inner = (x + 0.044715 * x**3) * k
+            t = inner.tanh()
+            d_inner = (1 + 0.134145 * x * x) * k
+            return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner), None
+        cdf = ((x / math.sqrt(2)).erf() + 1) * 0.5
+        pdf = (x * x * -0.5).exp() * (1 / math.sqrt(2 * math.pi))
+        return g * (cdf + x * pdf), None
+
+
+class Silu(Function):
+    """x * sigmoid(x); on a GPU tensor the kernels take, our activation kernel."""
+
+    _raw = True
+    _elementwise = 1
+
+    @staticmethod
+    def forward(ctx, x):
+        a = x._arr
+        ctx.save_for_backward(x)
+        if x.is_cuda and K.takes(x):
+            return K.activation_forward("silu", a)
+        return a * _sigmoid_np(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        if not state.grad_enabled and x.is_cuda and K.takes(x):
+            return _wrap_array(K.activation_backward("silu", g._arr, x._arr))
+        s = x.sigmoid()
+        return g * (s * (1 + x * (1 - s)))
+
+
+class Softplus(Function):
+    _raw = True
+    _elementwise = 1
+
+    @staticmethod
+    def forward(ctx, x, beta, threshold):
+        a = x._arr
+        ctx.save_for_backward(x)
+        ctx.beta, ctx.threshold = beta, threshold
+        bx = a * beta
+        # log1p(exp(bx)) computed stably; inputs past the threshold are returned unchanged (PyTorch's rule)
+        soft = (np.maximum(bx, 0) + np.log1p(np.exp(-np.abs(bx)))) / beta
+        return np.where(bx > threshold, a, soft).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        bx = x * ctx.beta
+        return where(bx > ctx.threshold, g, g * bx.sigmoid()), None, None
+
+
+class Hardtanh(Function):
+    _raw = True
+    _elementwise = 1
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        ctx.save_for_backward(x)
+        ctx.lo, ctx.hi = lo, hi
+        a = x._arr
+        return np.clip(a, lo, hi).astype(a.dtype, copy=False)  # integers stay integers, as in torch
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        # exactly 0 outside (min, max), even for an inf gradient; no gradient at the clip points themselves,
+        # nor at a NaN x (torch's vectorised kernel; its scalar tail would pass g there)
+        return where((x > ctx.lo) & (x < ctx.hi), g, 0.0), None, None
+
+
 _HARDSIGMOID_GRAD = torch_node(HardsigmoidGrad, "NotImplemented")
-_SOFTPLUS = torch_node(FU.Softplus, "SoftplusBackward0")
-_HARDTANH = torch_node(FU.Hardtanh, "HardtanhBackward0")
+_SOFTPLUS = torch_node(Softplus, "SoftplusBackward0")
+_HARDTANH = torch_node(Hardtanh, "HardtanhBackward0")
+_LEAKY_RELU = torch_node(LeakyRelu, "LeakyReluBackward0")
+_GELU = torch_node(Gelu, "GeluBackward0")
+_SILU = torch_node(Silu, "SiluBackward0")
 _ELU = {False: torch_node(Elu, "EluBackward0"), True: torch_node(EluInplace, "EluBackward1")}
 _CELU = {False: torch_node(Elu, "CeluBackward0"), True: torch_node(EluInplace, "CeluBackward1")}
 _LEAKY_RELU_INPLACE = torch_node(LeakyReluInplace, "LeakyReluBackward1")
@@ -573,3 +710,83 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
             )
     _check_dtype(input, "prelu_cpu")
     return _PRELU.apply(input, weight)
+
+
+# ----------------------------------------------------------------------------- F.relu ... F.glu
+def sigmoid(input: Tensor) -> Tensor:
+    return E.sigmoid(input)  # on a GPU: the fused kernel, kernels/activations.cu
+
+
+def tanh(input: Tensor) -> Tensor:
+    return E.tanh(input)
+
+
+def softmax(input: Tensor, dim=None, dtype=None) -> Tensor:
+    dim = _softmax_dim(input, dim)  # warns about an implicit dim here, pointing at the caller
+    return _softmax(input, dim, dtype)  # on a GPU: one kernel per row, kernels/softmax.cu
+
+
+def log_softmax(input: Tensor, dim=None, dtype=None) -> Tensor:
+    dim = _softmax_dim(input, dim)
+    return _log_softmax(input, dim, dtype)
+
+
+def _maybe_inplace(input: Tensor, inplace: bool, fn, name: str) -> Tensor:
+    if inplace:
+        return E.inplace(input, fn, op_name=name)
+    return fn(input)
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """torch.relu's one Function (ops/elementwise.py; on a GPU the fused kernel, kernels/activations.cu)."""
+    return E.relu_(input) if inplace else E.relu(input)
+
+
+def relu_(input: Tensor) -> Tensor:
+    return E.relu_(input)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    _check_dtype(input, "leaky_relu_cpu")
+    return _maybe_inplace(input, inplace, lambda s: _LEAKY_RELU.apply(s, negative_slope), "leaky_relu_")
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    _check_dtype(input, "elu_cpu")
+    return _maybe_inplace(input, inplace, lambda s: _ELU[False].apply(s, alpha, 1.0, 1.0), "elu_")
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got '{approximate}'")
+    _check_dtype(input, "GeluKernelImpl")
+    return _GELU.apply(input, approximate)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    _check_dtype(input, "silu_cpu")
+    return _maybe_inplace(input, inplace, _SILU.apply, "silu_")
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    _check_dtype(input, "softplus_cpu")
+    return _SOFTPLUS.apply(input, beta, threshold)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    if input._dtype is D.bool_:
+        raise RuntimeError("Bool inputs not supported for hardtanh")
+    return _maybe_inplace(input, inplace, lambda s: _HARDTANH.apply(s, min_val, max_val), "hardtanh_")
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    _check_dtype(input, "glu_cpu")
+    d = wrap_dim(dim, input.ndim)
+    if input._shape[d] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {input._shape[d]}")
+    a, b = input.chunk(2, d)
+    return a * b.sigmoid()

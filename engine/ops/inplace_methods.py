@@ -1,15 +1,16 @@
-"""Tensor methods torch has beyond the core table in methods.py: the remaining in-place math, comparison and
-logical forms, in-place view ops, resize_/set_, legacy linear algebra (lu, triangular_solve...), and the small
-predicates and aliases of a real, dense, strided engine (is_cpu, layout, conj, real...).
+"""Tensor methods that write into their tensor: the in-place math, comparison and logical forms beyond
+elementwise.py's core (sin_, eq_, logical_and_...), in-place view ops (squeeze_, t_, as_strided_...),
+resize_/set_, region writes (fill_diagonal_, addmm_), per-element Python callables (apply_, map_) and random
+fills (geometric_, cauchy_...).
 
 In-place math goes through elementwise.inplace, the one place autograd history is rewritten for in-place
-ops; view ops change a tensor's geometry and relink it through a view node. install(Tensor) binds all."""
+ops; view ops change a tensor's geometry and relink it through a view node; every write is counted by
+engine.autograd.inplace. METHODS names them for tensor_surface.install."""
 from __future__ import annotations
 
 import math
 import operator
 import warnings
-from collections import namedtuple
 
 import numpy as np
 
@@ -17,45 +18,20 @@ from .. import _memory_format as MF
 from .. import _runtime
 from .. import _strides as S
 from .. import dtypes as D
-from .. import linalg as LA
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad, state
+from ..autograd.inplace import assign, bump, bump_storage
 from ..autograd.naming import torch_node
-from ..tensor import Storage, Tensor, TypedStorage, _wrap_array
+from ..tensor import Storage, Tensor, TypedStorage
 from . import composite as CO
 from . import creation as C
 from . import elementwise as E
-from . import indexing as I
-from . import linalg as L
+from . import matmul as L
 from . import reduce as R
 from . import views as V
 
 _is_t = E._is_t
 _inplace = E._make_inplace
-
-
-# ----------------------------------------------------------------------------- layouts
-class layout:  # noqa: N801 - torch.layout's name
-    """How a tensor's elements are stored: the engine has one, engine.strided (dense, shape and strides)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"engine.{self.name}"
-
-    def __reduce__(self):
-        return (_layout_by_name, (self.name,))
-
-
-strided = layout("strided")
-sparse_coo = layout("sparse_coo")  # named so code comparing layouts reads; no tensor ever has it
-
-
-def _layout_by_name(name: str) -> layout:
-    return {"strided": strided, "sparse_coo": sparse_coo}[name]
 
 
 # ----------------------------------------------------------------------------- shared checks
@@ -227,7 +203,7 @@ def _restride(t: Tensor, node, *args) -> Tensor:
     r = node.apply(t, *args)
     fn = r.grad_fn  # read before the version moves on (a tracked view would rebuild it from its base)
     t._shape, t._strides, t._offset, t._arr = r._shape, r._strides, r._offset, r._arr
-    t._storage.version += 1
+    bump(t)
     if fn is not None:  # set after the bump: a tracked view keeps this node until the next write
         t.grad_fn = fn
         t._output_nr = 0
@@ -308,7 +284,7 @@ def resize_(t: Tensor, *sizes, memory_format=None) -> Tensor:
     t._shape, t._strides = shape, strides
     t._arr = st.backend.view(st.data, shape, strides, 0 if 0 in shape else t._offset)
     if changed:
-        st.version += 1
+        bump_storage(st)
     return t
 
 
@@ -385,7 +361,7 @@ def set_(t: Tensor, source=None, storage_offset: int = 0, size=None, stride=None
     node = None
     if state.grad_enabled and (t._rg or (_is_t(source) and source._rg)):
         node = _SetNode._new_node((t, source) if _is_t(source) else (t,))
-    old.version += 1
+    bump_storage(old)
     if isinstance(t, V._TrackedView):
         t.__class__ = Tensor  # no longer a view of anything
     t._base = None
@@ -466,181 +442,6 @@ def conj_physical_(t: Tensor) -> Tensor:
     return E.inplace(t, _ConjPhysicalInPlace.apply, op_name="conj_physical_", needs_old=False)
 
 
-# ----------------------------------------------------------------------------- splits and copies
-def split_with_sizes(x: Tensor, split_sizes, dim: int = 0):
-    """Returns views (no copy) of the given sizes along dim."""
-    if not isinstance(split_sizes, (tuple, list)):
-        raise TypeError("split_with_sizes(): argument 'split_sizes' (position 1) must be tuple of ints, not "
-                        f"{type(split_sizes).__name__}")
-    return V.split(x, list(split_sizes), dim)
-
-
-class _UnsafeSplit(Function):
-    """Parts along dim that share x's memory but are not tracked as its views (torch's unsafe_split: an
-    in-place op on a part is not seen by x's autograd history). Backward concatenates the parts' gradients."""
-
-    _raw = True
-
-    @staticmethod
-    def forward(ctx, x, parts, d):
-        ctx.d = d
-        out = []
-        for p in parts:
-            q = x._view(p._shape, p._strides, p._offset)
-            q._base = None
-            out.append(q)
-        return tuple(out)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        from .shape import cat
-
-        return cat(list(grads), ctx.d), None, None
-
-
-_UnsafeSplitNode = torch_node(_UnsafeSplit, "UnsafeSplitBackward0")
-_UnsafeSplitWithSizesNode = torch_node(_UnsafeSplit, "UnsafeSplitWithSizesBackward0")
-
-
-def _unsafe(node, x: Tensor, parts, dim: int):
-    d = S.wrap_dim(dim, x.ndim)
-    out = node.apply(x, parts, d)
-    return out if isinstance(out, tuple) else (out,)
-
-
-def unsafe_split(x: Tensor, split_size, dim: int = 0):
-    """split's parts (sharing x's memory), not tracked as views of x."""
-    with no_grad():
-        parts = V.split(x, split_size, dim)
-    return _unsafe(_UnsafeSplitNode, x, parts, dim)
-
-
-def unsafe_split_with_sizes(x: Tensor, split_sizes, dim: int = 0):
-    with no_grad():
-        parts = split_with_sizes(x, split_sizes, dim)
-    return _unsafe(_UnsafeSplitWithSizesNode, x, parts, dim)
-
-
-def unsafe_chunk(x: Tensor, chunks: int, dim: int = 0):
-    with no_grad():
-        parts = V.chunk(x, chunks, dim)
-    return _unsafe(_UnsafeSplitNode, x, parts, dim)
-
-
-class _NarrowCopy(Function):
-    """A contiguous copy of narrow's view; backward pads the gradient with zeros."""
-
-    _raw = True
-
-    @staticmethod
-    def forward(ctx, x, index):
-        ctx.in_shape, ctx.index = x._shape, index
-        return x._arr[index].copy()
-
-    @staticmethod
-    def backward(ctx, g):
-        return V.SliceBackward.apply(g, ctx.in_shape, ctx.index), None
-
-
-_NarrowCopyNode = torch_node(_NarrowCopy, "NarrowCopyBackward0")
-
-
-def narrow_copy(x: Tensor, dim: int, start: int, length: int) -> Tensor:
-    """Copies narrow(x, dim, start, length) into a new contiguous tensor."""
-    with no_grad():
-        V.narrow(x, dim, start, length)  # torch's range errors
-    d = S.wrap_dim(dim, x.ndim)
-    start = int(start) + (x._shape[d] if start < 0 else 0)
-    return _NarrowCopyNode.apply(x, (slice(None),) * d + (slice(start, start + length),))
-
-
-def new_empty_strided(t: Tensor, size, stride, *, dtype=None, device=None, requires_grad: bool = False,
-                      layout=None, pin_memory: bool = False) -> Tensor:
-    return C.empty_strided(size, stride, dtype=dtype or t._dtype, device=device or t.device,
-                           requires_grad=requires_grad)
-
-
-def new(t: Tensor, *args, device=None) -> Tensor:
-    """torch's legacy constructor, in t's dtype: new(*sizes) or new(Size) uninitialised, new(sequence) a copy
-    of the data, new(tensor) an alias of it, new() empty."""
-    from ..tensor import Size
-
-    dtype, device = t._dtype, device or t.device
-    if not args:
-        return C.empty(0, dtype=dtype, device=device)
-    if len(args) == 1:
-        data = args[0]
-        if _is_t(data):
-            return data.detach()
-        if isinstance(data, Size):
-            return C.empty(tuple(data), dtype=dtype, device=device)
-        if isinstance(data, (list, tuple)):
-            return C.tensor(data, dtype=dtype, device=device)
-        if not isinstance(data, (int, np.integer)):
-            raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
-    return C.empty(*(args or (0,)), dtype=dtype, device=device)  # new() is an empty (0,) tensor
-
-
-# ----------------------------------------------------------------------------- real-tensor identities
-def angle(input: Tensor) -> Tensor:
-    """The argument of a real number: pi for negatives, 0 otherwise, NaN for NaN (float for integers)."""
-    return _AngleNode.apply(input)
-
-
-class _Angle(Function):
-    _raw = True
-
-    @staticmethod
-    def forward(ctx, x):
-        a, _ = E._as_float(x._arr, x._dtype)
-        return np.where(np.isnan(a), a, np.where(a < 0, math.pi, 0.0)).astype(a.dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        return C.zeros(g._shape, dtype=g._dtype, device=g.device)
-
-
-_AngleNode = torch_node(_Angle, "AngleBackward0")
-
-
-def adjoint(x: Tensor) -> Tensor:
-    """Returns a view (no copy): the last two dims swapped (the conjugate is the tensor itself)."""
-    if x.ndim < 2:
-        raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of matrices. Got "
-                           f"{x.ndim}-D tensor.")
-    return V.transpose(x, -2, -1)
-
-
-def _real(t: Tensor) -> Tensor:
-    return t
-
-
-def _set_real(t: Tensor, value) -> None:
-    E.copy_(t, value)
-
-
-def _imag(t: Tensor):
-    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-
-
-def _no_dtype(method: str, dtype: str):
-    def convert(self, memory_format=None):
-        raise TypeError(f"{method}(): the engine has no {dtype} dtype (its dtypes: "
-                        f"{', '.join(d.name for d in D.ALL)})")
-
-    convert.__name__ = method
-    return convert
-
-
-def _removed(name: str, replacement: str):
-    def fn(self, *args, **kwargs):
-        raise RuntimeError(f"This function was deprecated since version 1.9 and is now removed. "
-                           f"{replacement}")
-
-    fn.__name__ = name
-    return fn
-
-
 # ----------------------------------------------------------------------------- per-element Python callables
 def _python_value(v, dt: D.dtype):
     """A callable's result stored into dtype dt the way torch's apply_/map_ do (floats truncate into ints)."""
@@ -698,221 +499,10 @@ def map2_(t: Tensor, x: Tensor, y: Tensor, callable) -> Tensor:
     return t
 
 
-# ----------------------------------------------------------------------------- hooks
-def register_post_accumulate_grad_hook(t: Tensor, hook):
-    """hook(t) runs during backward right after t.grad has been accumulated (leaves only; not under
-    autograd.grad, which accumulates nothing). Returns a handle whose remove() unregisters it.
-
-    The hook rides on t's AccumulateGrad node, whose post-hooks the backward scheduler already runs after
-    accumulating, so no change to the scheduler is needed."""
-    if not t._rg:
-        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-    if t.grad_fn is not None:
-        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
-    import weakref
-
-    ref = weakref.ref(t)
-
-    def after_accumulate(grad_inputs, grad_outputs):
-        leaf = ref()
-        if leaf is not None:
-            r = hook(leaf)
-            if r is not None:
-                raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
-
-    node, _ = t._grad_edge()
-    return node.register_hook(after_accumulate)
-
-
-# ----------------------------------------------------------------------------- layout queries
-def dim_order(t: Tensor, *, ambiguity_check=False) -> tuple:
-    """The dims from outermost to innermost in memory. With ambiguity_check (True, or a list of memory formats
-    of which the tensor must match exactly one), a layout that several orders describe raises, as in torch."""
-    if not isinstance(ambiguity_check, bool):
-        if not isinstance(ambiguity_check, list) or not all(isinstance(f, MF.memory_format)
-                                                            for f in ambiguity_check):
-            raise TypeError("The ambiguity_check argument must be a bool or a list of memory formats.")
-    shape, strides = t._shape, t._strides
-    if ambiguity_check is not False:
-        # size-1 dims go anywhere, and so does either of two neighbours with one stride; a list of formats
-        # resolves that when exactly one of them fits
-        loose = any(n == 1 for n in shape) or any(a == b for a, b in zip(strides, strides[1:]))
-        formats = ambiguity_check if isinstance(ambiguity_check, list) else []
-        if loose and sum(t.is_contiguous(memory_format=f) for f in formats) != 1:
-            raise RuntimeError("The tensor does not have unique dim order, or cannot map to exact one of the "
-                               "given memory formats.")
-    if t.ndim <= 1:
-        return tuple(range(t.ndim))
-    contiguous, channels_last = t.is_contiguous(), S.is_channels_last(shape, strides)
-    if contiguous != channels_last:  # exactly one of the two standard layouts: its order, no questions
-        return tuple(range(t.ndim)) if contiguous else (0, *range(2, t.ndim), 1)
-    inner = _innermost_first(shape, strides)
-    if ambiguity_check and any(_outside(shape, strides, a, b) != -1 for a, b in zip(inner, inner[1:])):
-        raise RuntimeError("The tensor does not have unique dim order.")
-    return tuple(reversed(inner))
-
-
-def _outside(shape, strides, a: int, b: int) -> int:
-    """1 when dim a must lie outside dim b in memory, -1 when inside, 0 when the layout does not say (a zero
-    stride, or equal strides where b is at least as long as a)."""
-    sa, sb = strides[a], strides[b]
-    if sa == 0 or sb == 0:
-        return 0
-    if sa == sb:
-        return 0 if shape[b] >= shape[a] else 1
-    return -1 if sb > sa else 1
-
-
-def _innermost_first(shape, strides) -> list:
-    """Insertion sort of the dims from the innermost, starting from the reversed logical order: a dim moves
-    inward past every neighbour it must lie inside of, hops over undecided ones, and stops at one it lies
-    outside of."""
-    order = list(reversed(range(len(shape))))
-    for i in range(1, len(order)):
-        pos = i
-        for j in range(i - 1, -1, -1):
-            side = _outside(shape, strides, order[j], order[pos])
-            if side > 0:
-                order[j], order[pos] = order[pos], order[j]
-                pos = j
-            elif side < 0:
-                break
-    return order
-
-
-def nonzero_static(t: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
-    """nonzero()'s (n, ndim) indices cut or padded (with fill_value) to exactly `size` rows."""
-    if size < 0:
-        raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
-    idx = I.nonzero(t.detach())
-    n = idx._shape[0]
-    if n >= size:
-        return idx[:size].clone() if n > size else idx
-    pad = C.full((size - n, t.ndim), fill_value, dtype=D.int64, device=t.device)
-    from .shape import cat
-
-    return cat([idx, pad], 0)
-
-
-# ----------------------------------------------------------------------------- legacy linear algebra
-triangular_solve_result = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
-
-
-def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
-                     unitriangular: bool = False):
-    """(X, A.clone()) with op(A) X = b, A read as its upper (lower) triangle, op(A) = A^T with transpose."""
-    for name, m in (("b", b), ("A", A)):
-        if m.ndim < 2:
-            raise RuntimeError(f"torch.triangular_solve: Expected {name} to have at least 2 dimensions, but "
-                               f"it has {m.ndim} dimensions instead")
-    T = A.mT if transpose else A
-    x = LA.solve_triangular(T, b, upper=upper != transpose, unitriangular=unitriangular)
-    return triangular_solve_result(x, A.clone())
-
-
-def _lu_arrays(a: np.ndarray):
-    """Partial-pivoting LU of every matrix of a (..., m, n), LAPACK getrf's conventions: the packed factors
-    (unit L below the diagonal, U on and above), 1-based int32 row swaps, and info (the first zero pivot)."""
-    m, n = a.shape[-2:]
-    k = min(m, n)
-    A = a.reshape(-1, m, n).copy()
-    b = np.arange(A.shape[0])
-    piv = np.empty((A.shape[0], k), np.int32)
-    info = np.zeros(A.shape[0], np.int32)
-    for j in range(k):
-        p = j + np.argmax(np.abs(A[:, j:, j]), axis=1)  # the first largest, as LAPACK's idamax
-        piv[:, j] = p + 1
-        row_j, row_p = A[b, j].copy(), A[b, p].copy()
-        A[b, p], A[b, j] = row_j, row_p
-        pivot = A[:, j, j]
-        singular = pivot == 0
-        info = np.where(singular & (info == 0), j + 1, info).astype(np.int32)
-        scale = np.where(singular, 1, pivot)  # a zero pivot leaves its column unscaled
-        A[:, j + 1:, j] /= scale[:, None]
-        A[:, j + 1:, j + 1:] -= A[:, j + 1:, j, None] * A[:, j, None, j + 1:]
-    batch = a.shape[:-2]
-    return A.reshape(a.shape), piv.reshape(batch + (k,)), info.reshape(batch)
-
-
-def _permutation(pivots: np.ndarray, m: int) -> np.ndarray:
-    """P^T as index arrays: rows of A in the order LU holds them (A[perm] = L U) for 1-based row swaps."""
-    flat = pivots.reshape(-1, pivots.shape[-1]) - 1
-    perm = np.tile(np.arange(m), (flat.shape[0], 1))
-    rows = np.arange(flat.shape[0])
-    for j in range(flat.shape[1]):
-        p = flat[:, j]
-        pj, pp = perm[rows, j].copy(), perm[rows, p].copy()
-        perm[rows, j], perm[rows, p] = pp, pj
-    return perm.reshape(pivots.shape[:-1] + (m,))
-
-
-def _perm_matrix_t(pivots: np.ndarray, m: int, like: Tensor) -> Tensor:
-    """P^T as a (batch of) permutation matrix in like's dtype: P^T @ B puts B's rows in LU's order."""
-    perm = _permutation(pivots, m)
-    eye = np.eye(m, dtype=like._dtype.np)
-    return _wrap_array(eye[perm]).to(like.device)
-
-
-class _LuFactor(Function):
-    """A = P L U packed as torch.lu gives it. Backward (square matrices): with gL, gU the packed gradient's
-    strictly lower and upper parts, gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T."""
-
-    _raw = True
-    _save_output = True
-
-    @staticmethod
-    def forward(ctx, A):
-        lu, piv, info = _lu_arrays(LA._host(A))
-        ctx.pivots = piv
-        ctx.mark_non_differentiable(piv, info)
-        xp = A._storage.backend.xp
-        return xp.asarray(lu), piv, info
-
-    @staticmethod
-    def backward(ctx, g, _gp=None, _gi=None):
-        LU = ctx.saved_output
-        m, n = LU._shape[-2:]
-        if m != n:
-            raise NotImplementedError("lu's gradient is implemented for square matrices only")
-        gL, gU = g.tril(-1), g.triu()
-        unit_lower = LU.tril(-1) + C.eye(m, dtype=LU._dtype, device=LU.device)
-        phi = (unit_lower.mT @ gL).tril(-1) + (gU @ LU.triu().mT).triu()
-        y = LA.solve_triangular(LU.mT, phi, upper=True, unitriangular=True)
-        y = LA.solve_triangular(LU.mT, y, upper=False, left=False)  # y U^-T (LU.mT's lower triangle is U^T)
-        return _perm_matrix_t(ctx.pivots, m, LU).mT @ y
-
-
-_LuNode = torch_node(_LuFactor, "LinalgLuFactorExBackward0")
-
-
-def lu(A: Tensor, pivot: bool = True, get_infos: bool = False):
-    """(LU, pivots) or (LU, pivots, infos) of torch.lu: partial-pivoting LU, int32 pivots counted from 1."""
-    if A.ndim < 2:
-        raise RuntimeError("torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: "
-                           f"{list(A._shape)} instead")
-    if not A._dtype.is_floating_point:
-        _not_implemented("lu_cpu", A._dtype)
-    if not pivot:
-        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
-    lu_, piv, info = _LuNode.apply(A)
-    piv, info = piv.to(D.int32), info.to(D.int32)
-    return (lu_, piv, info) if get_infos else (lu_, piv)
-
-
-def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # noqa: N803 - torch's names
-    """X with A X = b for A = P L U given by lu(): triangular solves (differentiable in b and LU_data)."""
-    m = LU_data._shape[-1]
-    pt = _perm_matrix_t(LU_pivots.detach().numpy(force=True), m, LU_data)
-    y = LA.solve_triangular(LU_data, pt @ b, upper=False, unitriangular=True)
-    return LA.solve_triangular(LU_data, y, upper=True)
-
-
 # ----------------------------------------------------------------------------- random in-place fills
 def _random_fill(t: Tensor, values) -> Tensor:
     E._check_inplace(t)
-    t._arr[...] = values
-    t._storage.version += 1
-    return t
+    return assign(t, values)
 
 
 def _uniform(t: Tensor, generator):
@@ -948,56 +538,11 @@ def cauchy_(t: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator=Non
     return _random_fill(t, median + sigma * np.tan(math.pi * (u - 0.5)))
 
 
-# ----------------------------------------------------------------------------- other small methods
-def as_subclass(t: Tensor, cls) -> Tensor:
-    """An alias of t (same memory, still in the graph) of class cls, a subclass of Tensor."""
-    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
-        raise TypeError("Creating a Tensor subclass from a class that does not inherit from Tensor is not "
-                        "possible. Make sure your class inherits from Tensor.")
-    out = V._INDEX_NODES["Alias"].apply(t, ())
-    fn = out.grad_fn
-    out.__class__ = cls
-    if fn is not None:
-        out.grad_fn = fn
-    return out
-
-
-def to_dense(t: Tensor, dtype=None, *, masked_grad=None) -> Tensor:
-    """A strided tensor is already dense: t itself (converted when dtype is given)."""
-    return t if dtype is None else t.to(dtype)
-
-
-def _volatile(t: Tensor) -> bool:
-    warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning, stacklevel=2)
-    return False
-
-
-def _reinforce(t: Tensor, reward):
-    raise RuntimeError("reinforce() was removed.\nUse engine.distributions instead.")
-
-
-def prelu(input: Tensor, weight: Tensor) -> Tensor:
-    _tensor_arg("prelu", weight, name="weight")  # the method's position for it is 1 (the function's is 2)
-    return _F().prelu(input, weight)
-
-
-def _F():  # noqa: N802 - engine.nn.functional, imported when first used (nn imports the ops)
-    from ..nn import functional
-
-    return functional
-
-
-def _always(value):
-    return property(lambda self: value)
-
-
-_EIG = "Use engine.linalg.eig (complex results) / engine.linalg.eigvals instead."
-
 _UNARY = "acos asin atan cos sin tan cosh sinh erf erfc exp2 expm1 log10 log1p log2 rsqrt square sinc"
 _UNARY += " nan_to_num"
 _COMPARISONS = {"eq": E.eq, "ne": E.ne, "lt": E.lt, "le": E.le, "gt": E.gt, "ge": E.ge}
 
-METHODS = {
+METHODS = {  # bound onto Tensor by tensor_surface.install
     # math in place
     **{f"{n}_": _inplace(getattr(E, n), f"{n}_") for n in _UNARY.split()},
     "trunc_": _inplace(E.trunc, "trunc_"), "frac_": _inplace(E.frac, "frac_"),
@@ -1026,58 +571,9 @@ METHODS = {
     "resize_": resize_, "resize_as_": resize_as_, "resize": resize, "resize_as": resize_as,
     "set_": set_, "is_set_to": is_set_to,
     # region writes and fused products in place
-    "fill_diagonal_": fill_diagonal_, "addmm_": addmm_, "baddbmm": L.baddbmm, "baddbmm_": baddbmm_,
+    "fill_diagonal_": fill_diagonal_, "addmm_": addmm_, "baddbmm_": baddbmm_,
     "conj_physical_": conj_physical_,
-    # splits and copies
-    "split_with_sizes": split_with_sizes, "unsafe_split": unsafe_split, "unsafe_chunk": unsafe_chunk,
-    "unsafe_split_with_sizes": unsafe_split_with_sizes, "narrow_copy": narrow_copy,
-    "new_empty_strided": new_empty_strided, "new": new, "nonzero_static": nonzero_static,
-    # activations and linear algebra
-    "hardshrink": lambda self, lambd=0.5: _F().hardshrink(self, lambd),
-    "prelu": prelu,
-    "cholesky_solve": LA.cholesky_solve, "cholesky_inverse": LA.cholesky_inverse,
-    "triangular_solve": triangular_solve, "lu": lu, "lu_solve": lu_solve, "orgqr": LA.householder_product,
-    "eig": _removed("eig", _EIG), "symeig": _removed("symeig", "Use engine.linalg.eigh instead."),
-    "lstsq": _removed("lstsq", "Use engine.linalg.lstsq instead (its arguments are reversed)."),
-    "solve": _removed("solve", "Use engine.linalg.solve instead (its arguments are reversed)."),
-    # real tensors: conjugation and complex parts are identities
-    "adjoint": adjoint, "angle": angle, "conj": _real, "conj_physical": _real, "resolve_conj": _real,
-    "resolve_neg": _real, "is_conj": lambda self: False, "is_neg": lambda self: False,
-    # predicates and small queries
-    "is_signed": lambda self: self._dtype.is_signed, "is_inference": _runtime.is_inference,
-    "is_distributed": lambda self: False, "dense_dim": lambda self: self.ndim, "sparse_dim": lambda self: 0,
-    "to_dense": to_dense, "const_data_ptr": lambda self: self.data_ptr(), "dim_order": dim_order,
-    "share_memory_": lambda self: self, "as_subclass": as_subclass,
-    "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook,
-    "apply_": apply_, "map_": map_, "map2_": map2_, "reinforce": _reinforce,
+    # per-element Python callables and random fills
+    "apply_": apply_, "map_": map_, "map2_": map2_,
     "geometric_": geometric_, "log_normal_": log_normal_, "cauchy_": cauchy_,
-    # dtypes the engine does not have
-    "cdouble": _no_dtype("cdouble", "complex128"), "cfloat": _no_dtype("cfloat", "complex64"),
-    "chalf": _no_dtype("chalf", "complex32"), "bfloat16": _no_dtype("bfloat16", "bfloat16"),
 }
-
-ALIASES = {  # torch's other spellings of the methods above and in methods.py
-    "absolute_": "abs_", "negative_": "neg_", "fix_": "trunc_", "arccos_": "acos_", "arcsin_": "asin_",
-    "arctan_": "atan_", "arccosh_": "acosh_", "arcsinh_": "asinh_", "arctanh_": "atanh_",
-    "greater_": "gt_", "greater_equal_": "ge_", "less_": "lt_", "less_equal_": "le_",
-    "not_equal_": "ne_",
-}
-
-PROPERTIES = {
-    "is_cpu": property(lambda self: self._storage.device.type == "cpu"),
-    "is_sparse": _always(False), "is_sparse_csr": _always(False), "is_quantized": _always(False),
-    "is_meta": _always(False), "is_nested": _always(False), "is_mps": _always(False),
-    "layout": _always(strided), "name": _always(None),
-    "output_nr": property(lambda self: self._output_nr),
-    "real": property(_real, _set_real), "imag": property(_imag, lambda self, v: _imag(self)),
-    "volatile": property(_volatile),
-}
-
-
-def install(cls) -> None:
-    for name, fn in METHODS.items():
-        setattr(cls, name, fn)
-    for name, target in ALIASES.items():
-        setattr(cls, name, getattr(cls, target))
-    for name, prop in PROPERTIES.items():
-        setattr(cls, name, prop)

@@ -1,4 +1,5 @@
-"""Matrix products: matmul (batched, broadcast), mm, bmm, mv, dot, outer. BLAS does the work."""
+"""Matrix products: matmul (batched, broadcast), mm, bmm, mv, dot, outer, the add-a-product family (addmm,
+baddbmm, addmv, addr, addbmm) and einsum. BLAS does the work. (torch.linalg is engine/linalg.py.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +11,8 @@ from ..amp import autocast_cast
 from ..autograd.function import Function
 from ..autograd.naming import torch_node
 from ..tensor import Tensor
+from .creation import zeros_like
+from .elementwise import _make_inplace
 
 
 def _check_same(a: Tensor, b: Tensor, name: str) -> None:
@@ -180,8 +183,6 @@ def outer(input, vec2):
     return input.unsqueeze(1) * vec2.unsqueeze(0)
 
 
-ger = outer
-
 
 class Addmm(Function):
     """beta * input + alpha * (m1 @ m2), input broadcast to the product's shape (addmm, baddbmm)."""
@@ -234,6 +235,73 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return _addmm(BaddbmmBackward0, input, batch1, batch2, beta, alpha, _check_bmm)
+
+
+# ----------------------------------------------------------------------------- add a product, checked outer
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * (mat @ vec)."""
+    if mat.ndim != 2 or vec.ndim != 1 or input.ndim > 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {input.ndim}, {mat.ndim}, {vec.ndim}")
+    if mat._shape[1] != vec._shape[0] or input._shape not in ((), (1,), mat._shape[:1]):
+        raise RuntimeError(f"size mismatch, got input ({', '.join(map(str, input._shape))}), mat "
+                           f"({mat._shape[0]}x{mat._shape[1]}), vec ({vec._shape[0]})")
+    if len({input._dtype, mat._dtype, vec._dtype}) > 1:
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
+                           f"{D.scalar_type_name(input._dtype)}, {D.scalar_type_name(mat._dtype)}, and "
+                           f"{D.scalar_type_name(vec._dtype)}")
+    m = input.unsqueeze(1) if input.ndim else input
+    return addmm(m, mat, vec.unsqueeze(1), beta=beta, alpha=alpha).squeeze(1)
+
+
+def _check_1d(t: Tensor, op: str, name: str) -> None:
+    if t.ndim != 1:
+        raise RuntimeError(f"{op}: Expected 1-D argument {name}, but got {t.ndim}-D")
+
+
+def ger(input: Tensor, vec2: Tensor) -> Tensor:
+    """The outer product of two vectors."""
+    _check_1d(input, "outer", "self")
+    _check_1d(vec2, "outer", "vec2")
+    return outer(input, vec2)
+
+
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * outer(vec1, vec2) (for bool: input and beta, or vec1 x vec2 and alpha)."""
+    _check_1d(vec1, "addr", "vec1")
+    _check_1d(vec2, "addr", "vec2")
+    prod = outer(vec1, vec2)
+    base = input.expand(prod._shape)
+    if D.result_type(input, prod) is D.bool_:
+        return (base & bool(beta)) | (prod & bool(alpha))
+    scaled = prod * alpha if alpha != 1 else prod
+    if beta == 0:  # input ignored, NaN included
+        return scaled + zeros_like(base)
+    return (base * beta if beta != 1 else base) + scaled
+
+
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * sum_b batch1[b] @ batch2[b]: one matmul of the batches laid side by side."""
+    for t, name in ((batch1, "batch1"), (batch2, "batch2")):
+        if t.ndim != 3:
+            raise RuntimeError(f"{name} must be a 3D tensor")
+    b, n, m = batch1._shape
+    if batch2._shape[0] != b:
+        raise RuntimeError(f"batch1 and batch2 must have same number of batches, got {b} and "
+                           f"{batch2._shape[0]}")
+    if batch2._shape[1] != m:
+        raise RuntimeError(f"Incompatible matrix sizes for bmm ({n}x{m} and {batch2._shape[1]}x"
+                           f"{batch2._shape[2]})")
+    if batch1._dtype is not batch2._dtype:
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                           f"{D.scalar_type_name(batch1._dtype)} and {D.scalar_type_name(batch2._dtype)}")
+    input.expand(n, batch2._shape[2])  # torch's broadcast error
+    side_by_side = batch1.transpose(0, 1).reshape(n, b * m)
+    return addmm(input, side_by_side, batch2.reshape(b * m, -1), beta=beta, alpha=alpha)
+
+
+addmv_ = _make_inplace(addmv, "addmv_")
+addr_ = _make_inplace(addr, "addr_")
+addbmm_ = _make_inplace(addbmm, "addbmm_")
 
 
 # ----------------------------------------------------------------------------- einsum

@@ -1,15 +1,101 @@
-"""embedding_bag: sums, means or maxima of bags of embedding rows, without materialising the per-index rows
-as an (N, L, D) tensor. Built from index ops (index_select, index_add, gather), so gradients to the weight
-and to per_sample_weights come from their backward formulas."""
+"""Sparse functions (torch's grouping): F.one_hot, F.embedding (one Function: a row gather, its backward a
+scatter-add) and F.embedding_bag (built on embedding and index ops)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as D
-from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor, _wrap_array
-from . import functional as F  # partially initialised here: used at call time only
+from ... import dtypes as D
+from ...autograd.function import Function
+from ...autograd.grad_mode import no_grad, state
+from ...autograd.inplace import bump
+from ...autograd.naming import torch_node
+from ...ops.creation import zeros
+from ...ops.indexing import index_add
+from ...tensor import Tensor, _wrap_array
+
+
+class Embedding(Function):
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, idx, w, padding_idx):
+        ctx.idx = idx._arr
+        ctx.padding_idx = padding_idx
+        ctx.num = w._shape[0]
+        return w._arr[idx._arr]
+
+    @staticmethod
+    def backward(ctx, g):
+        d = g._shape[-1]
+        flat = ctx.idx.reshape(-1)
+        if state.grad_enabled:
+            keep = flat != ctx.padding_idx if ctx.padding_idx is not None else np.ones(flat.shape, bool)
+            g2 = g.reshape(-1, d) * _wrap_array(keep.astype(g._arr.dtype)[:, None])
+            return None, index_add(zeros((ctx.num, d), dtype=g.dtype), 0, _wrap_array(flat), g2), None
+        gw = np.zeros((ctx.num, d), dtype=g._arr.dtype)
+        np.add.at(gw, flat, g._arr.reshape(-1, d))
+        if ctx.padding_idx is not None:
+            gw[ctx.padding_idx] = 0
+        return None, _wrap_array(gw), None
+
+
+_EMBEDDING = torch_node(Embedding, "EmbeddingBackward0")
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    if tensor._dtype.is_floating_point or tensor._dtype is D.bool_:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    a = tensor._arr.astype(np.int64)
+    if a.size and a.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if num_classes == -1:
+        if not a.size:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(a.max()) + 1
+    elif a.size and a.max() >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return _wrap_array((a[..., None] == np.arange(num_classes)).astype(np.int64))
+
+
+def embedding(
+    input: Tensor,
+    weight: Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor:
+    """Rows of `weight` picked by integer `input`; the gradient of padding_idx's row stays zero."""
+    if input._dtype.is_floating_point:
+        raise RuntimeError(
+            "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, "
+            f"Int; but got {input._dtype.name} instead (while checking arguments for embedding)"
+        )
+    num = weight._shape[0]
+    if padding_idx is not None:
+        if not -num <= padding_idx < num:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx %= num
+    idx = input._arr
+    if idx.size and (idx.min() < 0 or idx.max() >= num):
+        raise IndexError("index out of range in self")
+    if max_norm is not None:
+        with no_grad():
+            rows = np.unique(idx)
+            w = weight._arr
+            norms = np.linalg.norm(w[rows].astype(np.float64), ord=norm_type, axis=1)
+            scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+            w[rows] = (w[rows] * scale[:, None]).astype(w.dtype)
+            bump(weight)
+    rows = _EMBEDDING.apply(input, weight, padding_idx)
+    if scale_grad_by_freq:
+        from ..modules.sparse import scale_grad_by_freq as scale  # the module imports this one
+
+        return scale(rows, input)
+    return rows
+
 
 _MODES = ("sum", "mean", "max")
 
@@ -119,7 +205,7 @@ def embedding_bag(
         )
     if max_norm is not None:  # renormalise the looked-up rows in place, as embedding does
         with no_grad():
-            F.embedding(input, weight, max_norm=max_norm, norm_type=norm_type)
+            embedding(input, weight, max_norm=max_norm, norm_type=norm_type)
 
     keep = bag_of >= 0 if padding_idx is None else (bag_of >= 0) & (idx != padding_idx)
     pos = np.nonzero(keep)[0]  # positions (in the flat input) that take part
@@ -135,7 +221,7 @@ def embedding_bag(
     else:
         rows = weight.index_select(0, t(rows_idx))
         if scale_grad_by_freq:
-            from .modules.sparse import scale_grad_by_freq as scale
+            from ..modules.sparse import scale_grad_by_freq as scale
 
             rows = scale(rows, t(rows_idx))
         if per_sample_weights is not None:

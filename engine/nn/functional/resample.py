@@ -10,13 +10,13 @@ import warnings
 
 import numpy as np
 
-from .. import dtypes as D
-from .._memory_format import channels_last
-from ..autograd.function import Function
-from ..autograd.naming import torch_node
-from ..tensor import Tensor, _wrap_array
-from . import _conv as C
-from . import functional as F  # partially initialised here: used at call time only
+from ... import dtypes as D
+from ..._memory_format import channels_last
+from ...autograd.function import Function
+from ...autograd.naming import torch_node
+from ...backend import windows as C
+from ...tensor import Tensor, _wrap_array
+from .pooling import _adaptive_matrix
 
 
 # ----------------------------------------------------------------------------- pixel / channel shuffle
@@ -343,7 +343,7 @@ def _area(input: Tensor, out_size) -> Tensor:
     """Adaptive average pooling, separable: one (out, in) averaging matrix per spatial dim."""
     x = input
     for d, o in enumerate(out_size, 2):
-        m = F._adaptive_matrix(x._shape[d], o, x._dtype.np)
+        m = _adaptive_matrix(x._shape[d], o, x._dtype.np)
         x = (x.movedim(d, -1) @ _wrap_array(np.ascontiguousarray(m.T))).movedim(-1, d)
     return x
 

@@ -1,0 +1,418 @@
+"""Sliding-window array kernels under F.conv*, F.*pool* and F.unfold/fold: the arrays each window op's
+single autograd Function (engine/nn/functional/conv.py, pooling.py) computes with.
+
+Two implementations of each array function, chosen by the Geometry (`geom.cuda`):
+- NumPy/CuPy over 1 to 3 spatial dims (the array module taken from the data): im2col through a strided view
+  + one batched GEMM, col2im by kernel offset; pooling a pass per kernel offset.
+- 2-D on a GPU: our CUDA kernels (backend/cuda_kernels.py, kernels/im2col.cu and pool.cu) around cuBLAS
+  GEMMs, in a channel-major column layout for an ungrouped convolution (one GEMM over the whole batch)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import backend_of_array
+from . import cuda_kernels as K
+
+
+def _xp(a):
+    """numpy or cupy, whichever owns `a`."""
+    return np if isinstance(a, np.ndarray) else backend_of_array(a).xp
+
+
+class Geometry:
+    """A sliding-window geometry over an (N, C, *spatial) input. Pads are (before, after) for each spatial
+    dim, (top, bottom, left, right) in 2-D; `out_hw` is the output's spatial size ((D, H, W) in 3-D).
+
+    `cuda`: the window ops run our CUDA kernels (kernels/im2col.cu, pool.cu) instead of the NumPy/CuPy code
+    here: set by F.* for a 2-D op on a GPU in a dtype the kernels take (cuda_kernels.takes), read by every
+    array function below, so a forward and all its backwards take the same implementation. `ceil_mode`: a
+    pooling geometry's ceil_mode (its bottom/right pads are that overhang, which the pool kernels derive)."""
+
+    __slots__ = (
+        "in_shape", "kernel", "stride", "dilation", "pads", "groups", "out_hw", "padded_hw", "_slices",
+        "_idx", "cuda", "ceil_mode",
+    )
+
+    def __init__(self, in_shape, kernel, stride, dilation, pads, groups=1, out_hw=None):
+        self.in_shape = tuple(in_shape)
+        self.kernel = tuple(kernel)
+        self.stride = tuple(stride)
+        self.dilation = tuple(dilation)
+        self.pads = tuple(pads)
+        self.groups = groups
+        pads = self.pads
+        self.padded_hw = tuple([i + pads[2 * d] + pads[2 * d + 1] for d, i in enumerate(self.in_shape[2:])])
+        if out_hw is None:
+            out_hw = [
+                (p - d * (k - 1) - 1) // s + 1
+                for p, k, s, d in zip(self.padded_hw, self.kernel, self.stride, self.dilation)
+            ]
+        self.out_hw = tuple(out_hw)
+        self._slices = self._idx = None  # computed on first use, then shared by forward and backward
+        self.cuda = False
+        self.ceil_mode = False
+
+    @property
+    def overlapping(self) -> bool:
+        return any(s < (k - 1) * d + 1 for s, k, d in zip(self.stride, self.kernel, self.dilation))
+
+    def _inner(self):
+        """Index of the unpadded input inside the padded one (whose spatial size is `padded_hw`)."""
+        if self._idx is None:
+            p = self.pads
+            inner = [slice(p[2 * d], p[2 * d] + i) for d, i in enumerate(self.in_shape[2:])]
+            self._idx = (slice(None), slice(None), *inner)
+        return self._idx
+
+    def pad(self, a, value=0.0):
+        """The input padded (copies only when there is padding)."""
+        if not any(self.pads):
+            return a
+        out = _xp(a).full(a.shape[:2] + self.padded_hw, value, dtype=a.dtype)
+        out[self._inner()] = a
+        return out
+
+    def windows(self, xp):
+        """View (no copy) of a padded input as (N, C, *kernel, *out): (N, C, kh, kw, Ho, Wo) in 2-D."""
+        sn, sc, *sp = xp.strides
+        shape = xp.shape[:2] + self.kernel + self.out_hw
+        strides = (
+            sn, sc, *[d * s for d, s in zip(self.dilation, sp)], *[t * s for t, s in zip(self.stride, sp)]
+        )
+        if isinstance(xp, np.ndarray):
+            if xp.flags.c_contiguous:  # a view straight over the buffer: ~1 µs, as_strided takes ~10
+                return np.ndarray(shape, xp.dtype, buffer=xp, strides=strides)
+            return as_strided(xp, shape, strides, writeable=False)
+        return _xp(xp).lib.stride_tricks.as_strided(xp, shape, strides)
+
+    def offset_slices(self):
+        """For each kernel offset, as its row-major index k (i * kw + j in 2-D): (k, the padded-input slice
+        its window elements come from)."""
+        if self._slices is None:
+            spans = [
+                [slice(i * d, i * d + s * (o - 1) + 1, s) for i in range(k)]
+                for k, d, s, o in zip(self.kernel, self.dilation, self.stride, self.out_hw)
+            ]
+            everything = (slice(None), slice(None))
+            self._slices = [(k, everything + sl) for k, sl in enumerate(itertools.product(*spans))]
+        return self._slices
+
+    def crop(self, a):
+        return a[self._inner()]
+
+
+def im2col(x, geom: Geometry):
+    """Columns (N, G, C/G*prod(kernel), prod(out)): one copy out of a strided view of the padded input."""
+    n, c = x.shape[:2]
+    xp = _xp(x)
+    view = geom.windows(geom.pad(x))
+    cols = xp.empty(view.shape, dtype=x.dtype)
+    xp.copyto(cols, view)  # faster than reshape's internal copy of a 6-D strided view
+    return cols.reshape(n, geom.groups, (c // geom.groups) * math.prod(geom.kernel), math.prod(geom.out_hw))
+
+
+def col2im(cols, geom: Geometry, dtype):
+    """Adjoint of im2col: sum columns (N, C, *kernel, *out) back into the input, a pass per offset."""
+    n, c = geom.in_shape[:2]
+    xp = _xp(cols)
+    cols = cols.reshape(n, c, -1, *geom.out_hw)
+    out = xp.zeros((n, c, *geom.padded_hw), dtype=dtype)
+    for k, sl in geom.offset_slices():
+        out[sl] += cols[:, :, k]
+    return xp.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
+
+
+def _conv_fwd(x, w, geom: Geometry, cols=None):
+    g = geom.groups
+    n = x.shape[0]
+    o = w.shape[0]
+    if cols is None:
+        cols = im2col(x, geom)
+    y = _xp(x).matmul(w.reshape(g, o // g, -1), cols)  # (N, G, O/G, L): already in NCHW order
+    return y.reshape(n, o, *geom.out_hw), cols
+
+
+def _conv_input_grad(gy, w, geom: Geometry):
+    g = geom.groups
+    n, o = gy.shape[:2]
+    if g == 1:
+        return _conv_input_grad_batch_last(gy, w, geom)
+    cols = _xp(gy).matmul(w.reshape(g, o // g, -1).transpose(0, 2, 1), gy.reshape(n, g, o // g, -1))
+    return col2im(cols, geom, gy.dtype)
+
+
+def _conv_input_grad_batch_last(gy, w, geom: Geometry):
+    """Input gradient in a (C, *spatial, N) layout: one small GEMM per kernel offset, added in place.
+
+    With the batch innermost, each offset's target window is a few long contiguous runs (Wo * N floats),
+    and no (C*kh*kw, L*N) column buffer is ever materialised: that buffer and the short-run (Wo floats)
+    scatter of NCHW col2im were most of a small conv's backward."""
+    n, o = gy.shape[:2]
+    c = geom.in_shape[1]
+    xp = _xp(gy)
+    nd = gy.ndim
+    gyt = xp.ascontiguousarray(gy.transpose(*range(1, nd), 0)).reshape(o, -1)
+    wt = xp.ascontiguousarray(w.reshape(o, c, -1).transpose(2, 1, 0))  # (K, C, O): a (C, O) matrix per offset
+    out = xp.zeros((c, *geom.padded_hw, n), dtype=gy.dtype)
+    for k, sl in geom.offset_slices():
+        window = out[sl[1:]]
+        window += xp.matmul(wt[k], gyt).reshape(c, *geom.out_hw, n)
+    return xp.ascontiguousarray(geom.crop(out.transpose(nd - 1, *range(nd - 1))))
+
+
+def _conv_weight_grad(x, gy, geom: Geometry, w_shape, cols=None):
+    g = geom.groups
+    n, o = gy.shape[:2]
+    if cols is None:
+        cols = im2col(x, geom)
+    gyr = gy.reshape(n, g, o // g, -1)
+    # sum over the batch of (O/G, L) @ (L, K) per group: batched GEMMs then one reduction
+    gw = _xp(x).matmul(gyr, cols.transpose(0, 1, 3, 2)).sum(0)
+    return gw.reshape(w_shape)
+
+
+# ----------------------------------------------------------------------------- the CUDA kernels' columns
+def _padding(geom):
+    """The launchers' symmetric (pad_h, pad_w); None when the pads are asymmetric (padded explicitly then)."""
+    pt, pb, pl, pr = geom.pads
+    return (pt, pl) if (pt, pl) == (pb, pr) else None
+
+
+def _kernel_im2col(a, geom):
+    """The columns of a (N, C, H, W) array over a conv Geometry: ungrouped, channel-major (C*kh*kw, N, Ho*Wo)
+    (one GEMM over the whole batch); grouped, (N, C*kh*kw, Ho*Wo), F.unfold's layout (a GEMM per group)."""
+    xp = _xp(a)
+    pad = _padding(geom)
+    if pad is None:  # padding='same' with an even kernel: the odd extra pixel goes at the end
+        pt, pb, pl, pr = geom.pads
+        a, pad = xp.pad(a, ((0, 0), (0, 0), (pt, pb), (pl, pr))), 0
+    cols = K.im2col(a, geom.kernel, geom.stride, pad, geom.dilation, channel_major=geom.groups == 1)
+    lead = cols.shape[:2]  # (N, C*kh*kw) or (C*kh*kw, N): the crop below is the same in both layouts
+    h, w = geom.out_hw
+    whole = _whole_windows(a.shape[2:], geom, pad)
+    if whole != (h, w):  # conv-transpose output_padding >= stride: only the first windows are the conv's
+        cols = xp.ascontiguousarray(cols.reshape(*lead, *whole)[:, :, :h, :w]).reshape(*lead, h * w)
+    return cols
+
+
+def _whole_windows(hw, geom, pad) -> tuple[int, int]:
+    ph, pw = K._pair(pad)
+    return (K.conv_output_size(hw[0], geom.kernel[0], geom.stride[0], ph, geom.dilation[0]),
+            K.conv_output_size(hw[1], geom.kernel[1], geom.stride[1], pw, geom.dilation[1]))
+
+
+def _kernel_col2im(cols, geom):
+    """The adjoint of _kernel_im2col: columns in its layout summed back into (N, C, H, W)."""
+    xp = _xp(cols)
+    n, c, h, w = geom.in_shape
+    pad = _padding(geom)
+    pt, pb, pl, pr = geom.pads
+    shape = (n, c, h, w) if pad is not None else (n, c, h + pt + pb, w + pl + pr)
+    whole = _whole_windows(shape[2:], geom, pad if pad is not None else 0)
+    if whole != tuple(geom.out_hw):
+        lead = cols.shape[:2]
+        full = xp.zeros(lead + whole, cols.dtype)
+        full[:, :, : geom.out_hw[0], : geom.out_hw[1]] = cols.reshape(*lead, *geom.out_hw)
+        cols = full.reshape(*lead, -1)
+    image = K.col2im(cols, shape, geom.kernel, geom.stride, pad if pad is not None else 0, geom.dilation,
+                     channel_major=geom.groups == 1)
+    if pad is None:
+        image = xp.ascontiguousarray(image[:, :, pt : pt + h, pl : pl + w])
+    return image
+
+
+def channel_major(a):
+    """(N, C, ...) <-> (C, N, ...) as a contiguous copy: between the NCHW images and the channel-major
+    (channels, N*Ho*Wo) GEMM operands of an ungrouped convolution."""
+    return _xp(a).ascontiguousarray(a.reshape(a.shape[0], a.shape[1], -1).swapaxes(0, 1))
+
+
+# ----------------------------------------------------------------------------- convolution
+def conv_forward(x, w, b, geom: Geometry):
+    """(y = conv(x, w) + b, the columns of x): b may be None; the columns are kept for the weight gradient."""
+    if not geom.cuda:
+        y, cols = _conv_fwd(x, w, geom)
+        if b is not None:
+            y += b.reshape((1, -1) + (1,) * len(geom.kernel))
+        return y, cols
+    n, o, g = x.shape[0], w.shape[0], geom.groups
+    cols = _kernel_im2col(x, geom)
+    xp = _xp(cols)
+    if g == 1:  # (o, K) @ (K, N*L), back to (N, o, L) by one transposing pass that also adds the bias
+        y2 = xp.dot(w.reshape(o, -1), cols.reshape(cols.shape[0], -1)).reshape(o, n, -1)
+        if b is None:
+            y = channel_major(y2)
+        else:
+            y = xp.empty((n, o, y2.shape[-1]), y2.dtype)
+            xp.add(y2.transpose(1, 0, 2), b.reshape(1, -1, 1), out=y)
+        return y.reshape(n, o, *geom.out_hw), cols
+    y = xp.matmul(w.reshape(g, o // g, -1), cols.reshape(n, g, -1, cols.shape[-1]))
+    y = y.reshape(n, o, *geom.out_hw)
+    if b is not None:
+        y += b.reshape(1, -1, 1, 1)
+    return y, cols
+
+
+def conv_output_grad_layout(gy, geom: Geometry):
+    """gy in the layout both gradients' GEMMs read, made once for the two: channel-major (o, N*L) for an
+    ungrouped convolution on the kernels; None where the implementation reads gy as it is."""
+    return channel_major(gy) if geom.cuda and geom.groups == 1 else None
+
+
+def conv_input_grad(gy, w, geom: Geometry, gy_t=None):
+    """The input gradient of conv(., w) for output gradient gy (also the transposed convolution): x-shaped.
+    `gy_t`: conv_output_grad_layout(gy) when the caller has it, else None."""
+    if not geom.cuda:
+        return _conv_input_grad(gy, w, geom)
+    n, o = gy.shape[:2]
+    g = geom.groups
+    xp = _xp(gy)
+    if g == 1:  # (K, o) @ (o, N*L): columns in the channel-major layout, (K, N, L)
+        gy_t = channel_major(gy) if gy_t is None else gy_t
+        cols = xp.dot(w.reshape(o, -1).T, gy_t.reshape(o, -1))
+        return _kernel_col2im(cols.reshape(len(cols), n, -1), geom)
+    wg = w.reshape(g, o // g, -1)
+    cols = xp.matmul(wg.transpose(0, 2, 1), gy.reshape(n, g, o // g, -1))
+    return _kernel_col2im(cols.reshape(n, -1, cols.shape[-1]), geom)
+
+
+def conv_weight_grad(x, gy, geom: Geometry, w_shape, cols=None, gy_t=None):
+    """The weight gradient of conv(x, .) for output gradient gy: w-shaped. `cols` (x's, from conv_forward)
+    and `gy_t` (conv_output_grad_layout) are given when the caller already has them, else None. On the
+    kernels, ungrouped: one GEMM summing over the batch (cuBLAS reads the transposed columns in place)."""
+    if not geom.cuda:
+        return _conv_weight_grad(x, gy, geom, w_shape, cols)
+    n, o = gy.shape[:2]
+    g = geom.groups
+    if cols is None:
+        cols = _kernel_im2col(x, geom)
+    xp = _xp(cols)
+    if g == 1:
+        gy_t = channel_major(gy) if gy_t is None else gy_t
+        return xp.dot(gy_t.reshape(o, -1), cols.reshape(cols.shape[0], -1).T).reshape(w_shape)
+    cols = cols.reshape(n, g, -1, cols.shape[-1])
+    gw = xp.matmul(gy.reshape(n, g, o // g, -1), cols.transpose(0, 1, 3, 2)).sum(0)
+    return gw.reshape(w_shape)
+
+
+# ----------------------------------------------------------------------------- pooling
+def _window_args(geom: Geometry):
+    """(kernel, stride, padding, dilation, ceil_mode) for the pool launchers; the Geometry's bottom/right pads
+    are ceil_mode's overhang, which the kernels derive themselves."""
+    return geom.kernel, geom.stride, (geom.pads[0], geom.pads[2]), geom.dilation, geom.ceil_mode
+
+
+def max_pool(a, geom: Geometry, float_input: bool):
+    """(max over each window, its argmax). The argmax is the offset in the window (uint8, int32 past 256
+    offsets) for the NumPy/CuPy code, h * W + w in the input plane (return_indices's format) on the kernels.
+    Integers pool too, as torch's do (`float_input` False): their padding is the type's smallest value."""
+    if geom.cuda:
+        return K.max_pool2d(a, *_window_args(geom))
+    m = _xp(a)
+    xp = geom.pad(a, -np.inf if float_input else np.iinfo(a.dtype).min)
+    # offsets are visited in increasing order, so "last offset whose value beat the running max" is
+    # max(arg, k * (v > best)): vectorised, unlike a masked copy (4x faster on a LeNet pool)
+    arg_dtype = np.uint8 if math.prod(geom.kernel) <= 256 else np.int32
+    best = arg = beat = None
+    for k, sl in geom.offset_slices():
+        v = xp[sl]
+        if best is None:
+            best = v.copy()
+            arg = m.zeros(best.shape, dtype=arg_dtype)
+            beat = m.empty(best.shape, dtype=bool)
+            continue
+        # strict '>' keeps the first maximum, like PyTorch; np.maximum lets NaN through
+        m.greater(v, best, out=beat)
+        m.maximum(arg, beat.astype(arg_dtype) * arg_dtype(k), out=arg)
+        m.maximum(best, v, out=best)
+    nan = m.isnan(best) if float_input else None
+    if nan is not None and nan.any():  # PyTorch's index of a NaN window is its last NaN
+        for k, sl in geom.offset_slices():
+            arg[nan & m.isnan(xp[sl])] = k
+    return best, arg
+
+
+def max_unpool(g, geom: Geometry, arg):
+    """The adjoint of max pooling: each output gradient routed to its window's argmax (max_pool's)."""
+    if geom.cuda:  # gathered per input element, no atomics
+        return K.max_pool2d_backward(g, arg, geom.in_shape, *_window_args(geom))
+    xp = _xp(g)
+    n, c = geom.in_shape[:2]
+    out = xp.zeros((n, c, *geom.padded_hw), dtype=g.dtype)
+    disjoint = not geom.overlapping
+    for k, sl in geom.offset_slices():
+        if disjoint:  # each input element is in one window at most: write, don't accumulate
+            xp.multiply(g, arg == k, out=out[sl])
+        else:
+            out[sl] += g * (arg == k)
+    return xp.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
+
+
+def max_gather(x, geom: Geometry, arg):
+    """For each window, the input element at max_pool's argmax: the adjoint of max_unpool."""
+    if geom.cuda:
+        n, c = arg.shape[:2]
+        return _xp(x).take_along_axis(x.reshape(n, c, -1), arg.reshape(n, c, -1), 2).reshape(arg.shape)
+    xp = geom.pad(x, 0.0)
+    m = _xp(xp)
+    out = m.zeros(arg.shape, dtype=x.dtype)
+    for k, sl in geom.offset_slices():
+        m.copyto(out, xp[sl], where=arg == k)
+    return out
+
+
+def max_indices(arg, geom: Geometry):
+    """PyTorch's return_indices from max_pool's argmax: flat row-major positions in the unpadded input volume
+    (h * W + w in 2-D)."""
+    if geom.cuda:  # the kernel's argmax already is
+        return arg
+    return _offsets_to_indices(arg, geom)
+
+
+def window_sum(a, geom: Geometry, divisor):
+    """Average pooling: the sum over each window divided by `divisor`. NumPy/CuPy: an array broadcastable to
+    the output's spatial size, e.g. (Ho, Wo); on the kernels: (count_include_pad, divisor_override), from
+    which the kernel computes each window's divisor."""
+    if geom.cuda:
+        kernel, stride, padding, _, ceil_mode = _window_args(geom)
+        return K.avg_pool2d(a, kernel, stride, padding, ceil_mode, *divisor)
+    xp = geom.pad(a, 0.0)
+    m = _xp(xp)
+    out = None
+    for _, sl in geom.offset_slices():
+        out = xp[sl].copy() if out is None else m.add(out, xp[sl], out=out)
+    out /= m.asarray(divisor)
+    return out
+
+
+def window_sum_t(g, geom: Geometry, divisor):
+    """The adjoint of window_sum: g / divisor spread over each window."""
+    if geom.cuda:
+        kernel, stride, padding, _, ceil_mode = _window_args(geom)
+        return K.avg_pool2d_backward(g, geom.in_shape, kernel, stride, padding, ceil_mode, *divisor)
+    xp = _xp(g)
+    share = g / xp.asarray(divisor)
+    n, c = geom.in_shape[:2]
+    out = xp.zeros((n, c, *geom.padded_hw), dtype=share.dtype)
+    for _, sl in geom.offset_slices():
+        out[sl] += share
+    return xp.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
+
+
+def _offsets_to_indices(arg, geom: Geometry):
+    """Window offsets (max_pool's NumPy/CuPy argmax) as flat positions in the unpadded input volume."""
+    xp = _xp(arg)
+    nd = len(geom.kernel)
+    offsets = xp.unravel_index(arg.astype(np.int64), geom.kernel)  # each window element's offset, per dim
+    flat = 0
+    for d, (o, s, lo, dil, size) in enumerate(
+        zip(geom.out_hw, geom.stride, geom.pads[0::2], geom.dilation, geom.in_shape[2:])
+    ):
+        start = (xp.arange(o, dtype=np.int64) * s - lo).reshape((-1,) + (1,) * (nd - 1 - d))
+        flat = flat * size + start + offsets[d] * dil
+    return flat
