@@ -86,7 +86,7 @@ def test_train_prints_the_json_summary_as_its_last_stdout_line(tmp_path, capsys)
     assert {"epochs", "train_loss", "val_loss", "val_accuracy", "seconds"} <= set(summary)
     assert summary["epochs"] == 2 and summary["val_accuracy"] > 0.5
     assert "epoch 2/2" in out.err
-    assert (run / "metrics.jsonl").exists() and (run / "document.json").exists() and (run / "last.ckpt").exists()
+    assert all((run / name).exists() for name in ("metrics.jsonl", "document.json", "last.ckpt"))
 
 
 def test_train_resume_continues_from_a_checkpoint(tmp_path, capsys):

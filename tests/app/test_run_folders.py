@@ -51,8 +51,8 @@ def test_a_killed_cli_run_lists_as_interrupted_and_a_finished_one_as_finished(tm
     graph = _graph(tmp_path, epochs=10_000)
     runs = tmp_path / "runs"
     run = runs / "20260101-000000-spirals"
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "train", str(graph), "--out", str(run), "--quiet"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    command = [sys.executable, "-m", "app.cli", "train", str(graph), "--out", str(run), "--quiet"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(lambda: (run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").stat().st_size > 0
                   and (run / RUN_LOCK).is_file())
@@ -75,8 +75,8 @@ def test_a_killed_cli_run_lists_as_interrupted_and_a_finished_one_as_finished(tm
             proc.wait(30)
     done = tmp_path / "done"
     small = _graph(tmp_path, epochs=1)
-    out = subprocess.run([sys.executable, "-m", "app.cli", "train", str(small), "--out", str(done), "--quiet"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    command = [sys.executable, "-m", "app.cli", "train", str(small), "--out", str(done), "--quiet"]
+    out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert not (done / RUN_LOCK).exists()
     assert json.loads((done / "run.json").read_text())["status"] == "finished"

@@ -7,7 +7,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conformance_helpers import LIBS, both, both_raise, data_of, same_repr
+from conformance_helpers import LIBS, data_of
+from torch_compare import both, both_raise, same_repr
 
 _rng = np.random.default_rng(3)
 X = _rng.standard_normal((100, 20))

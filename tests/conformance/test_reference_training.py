@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conformance_helpers import LIBS, both, data_of, fill_deterministic
+from conformance_helpers import LIBS, data_of, fill_deterministic
+from torch_compare import both
 
 _rng = np.random.default_rng(5)
 X32 = _rng.standard_normal((32, 10)).astype(np.float32)

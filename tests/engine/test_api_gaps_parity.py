@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as TF
 from sweep_harness import check
+from torch_compare import same_outcome
 
 import engine
 import engine.nn.functional as EF
@@ -21,21 +22,6 @@ def f(*shape, dtype=np.float64):
 
 def ints(*shape, dtype=np.int64):
     return R.integers(-4, 5, shape).astype(dtype)
-
-
-def outcome(fn, T, values: bool = True):
-    """What fn(T) gives, comparable across libraries: (exception class, message) or shape, dtype[, values]."""
-    try:
-        r = fn(T)
-    except Exception as e:  # noqa: BLE001 - the exception is what gets compared
-        return type(e).__name__, str(e)
-    return (tuple(r.shape), str(r.dtype).split(".")[-1]) + ((r.detach().numpy().tolist(),) if values else ())
-
-
-def same_outcome(fn, values: bool = True):
-    """The same exception (class and message), or a result of the same shape and dtype (and exact values)."""
-    t, e = outcome(fn, torch, values), outcome(fn, engine, values)
-    assert e == t, f"torch: {t}\nengine: {e}"
 
 
 # ----------------------------------------------------------------------------- einsum

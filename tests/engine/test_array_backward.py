@@ -5,12 +5,13 @@ captures, tensor-taking nodes, create_graph, anomaly mode) gets the same values 
 import numpy as np
 import pytest
 import torch
+from torch_compare import same_grads
 
 import engine
 from engine.autograd.backward import _sum_grads
 from engine.autograd.function import Function
-from engine.nn import _fused
 from engine.nn import functional as F
+from engine.ops.elementwise import Relu
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((6, 5)).astype(np.float32)
@@ -31,6 +32,9 @@ def _mlp(T, fn, params, x):
     r = fn.relu(h)
     return h, r, fn.linear(r, w2, b2)
 
+# float32 data: gradients to within rounding of a few float32 operations
+TOL = {"rtol": 1e-5, "atol": 1e-6}
+
 
 def _both(build):
     """build(T, fn, params) -> loss, for engine and torch; returns the two parameter lists after backward."""
@@ -42,21 +46,13 @@ def _both(build):
     return out
 
 
-def _assert_same_grads(mine, theirs, rtol=1e-5, atol=1e-6):
-    for p, q in zip(mine, theirs):
-        assert (p.grad is None) == (q.grad is None)
-        if p.grad is not None:
-            assert isinstance(p.grad, engine.Tensor) and p.grad.shape == tuple(q.grad.shape)
-            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=rtol, atol=atol)
-
-
 def test_the_training_chain_passes_arrays_and_gives_torchs_gradients():
     def build(T, fn, params):
         _, _, logits = _mlp(T, fn, params, T.tensor(X))
         fn.cross_entropy(logits, T.tensor(Y)).backward()
 
     mine, theirs = _both(build)
-    _assert_same_grads(mine, theirs)
+    same_grads(mine, theirs, **TOL)
     # each leaf owns its gradient: no two share memory, and editing one leaves the others alone
     arrays = [p.grad._arr for p in mine]
     for i, a in enumerate(arrays):
@@ -86,7 +82,7 @@ def test_a_second_backward_adds_into_the_existing_grads_like_torch():
             _, _, logits = _mlp(T, fn, params, T.tensor(X))
             fn.cross_entropy(logits, T.tensor(Y)).backward()
 
-    _assert_same_grads(*_both(build))
+    same_grads(*_both(build), **TOL)
 
 
 def test_retain_graph_runs_the_array_path_twice_with_the_same_result():
@@ -96,7 +92,7 @@ def test_retain_graph_runs_the_array_path_twice_with_the_same_result():
         loss.backward(retain_graph=True)
         loss.backward()
 
-    _assert_same_grads(*_both(build))
+    same_grads(*_both(build), **TOL)
 
 
 def test_tensor_hooks_and_retain_grad_in_the_chain_see_tensors_and_can_change_the_gradient():
@@ -118,7 +114,7 @@ def test_tensor_hooks_and_retain_grad_in_the_chain_see_tensors_and_can_change_th
         params.extend([h, logits, loss])
 
     mine, theirs = _both(build)
-    _assert_same_grads(mine, theirs)
+    same_grads(mine, theirs, **TOL)
     assert seen["engine"] == [engine.Tensor]
     assert mine[-1].grad.item() == 1.0 and mine[-1].grad.dtype == engine.float32
 
@@ -137,7 +133,7 @@ def test_a_node_post_hook_on_an_array_node_gets_tensors():
         logits.grad_fn.register_hook(post)
         fn.cross_entropy(logits, T.tensor(Y)).backward()
 
-    _assert_same_grads(*_both(build))
+    same_grads(*_both(build), **TOL)
     assert got and all(t is engine.Tensor for t in got[0])
 
 
@@ -147,7 +143,7 @@ def test_a_gradient_from_an_array_node_and_one_from_a_tensor_node_are_summed():
         h, r, _ = _mlp(T, fn, params, T.tensor(X))
         ((r * r).sum() + (h * 2).sum() + fn.linear(r, params[2]).sum()).backward()
 
-    _assert_same_grads(*_both(build))
+    same_grads(*_both(build), **TOL)
 
 
 def test_a_weight_used_twice_sums_its_two_array_gradients():
@@ -158,7 +154,7 @@ def test_a_weight_used_twice_sums_its_two_array_gradients():
         b = fn.linear(x * 2, w1)  # the same weight again: its AccumulateGrad has two incoming edges
         fn.cross_entropy(fn.linear(a + b, params[2], params[3]), T.tensor(Y)).backward()
 
-    _assert_same_grads(*_both(build))
+    same_grads(*_both(build), **TOL)
 
 
 def test_a_non_contiguous_output_gradient_reaches_the_array_backward():
@@ -169,7 +165,7 @@ def test_a_non_contiguous_output_gradient_reaches_the_array_backward():
         y.backward(g)
         params.append(x)
 
-    _assert_same_grads(*_both(build))
+    same_grads(*_both(build), **TOL)
 
 
 def test_autograd_grad_with_inputs_captures_tensors():
@@ -192,7 +188,7 @@ def test_create_graph_and_anomaly_mode_take_the_tensor_path_with_the_same_values
         with T.autograd.detect_anomaly():
             (g * g).sum().backward()
 
-    _assert_same_grads(*_both(build), rtol=1e-4, atol=1e-5)
+    same_grads(*_both(build), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -207,19 +203,19 @@ def test_cross_entropy_array_backward_with_weights_smoothing_and_ignored_rows_ma
                                 reduction=reduction)
         (loss if reduction != "none" else loss.sum()).backward()
 
-    _assert_same_grads(*_both(build))
+    same_grads(*_both(build), **TOL)
 
 
 def test_a_subclass_with_its_own_backward_does_not_inherit_the_array_backward():
     calls = []
 
-    class Halved(_fused.Relu):
+    class Halved(Relu):
         @staticmethod
         def backward(ctx, g):
             calls.append(1)
             return (g * 0.5,)
 
-    assert _fused.Relu._backward_arrays is not None and Halved._backward_arrays is None
+    assert Relu._backward_arrays is not None and Halved._backward_arrays is None
     x = engine.tensor([1.0, -2.0, 3.0], requires_grad=True)
     Halved.apply(x).sum().backward()
     assert calls == [1] and x.grad.tolist() == [0.5, 0.5, 0.5]

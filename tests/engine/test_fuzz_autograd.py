@@ -284,7 +284,7 @@ def fused_nodes(p: Program, t_env) -> bool:
     (the outer node carries torch's name, the inner ones are not made): an x[index] applying more than one
     view op (torch: SliceBackward0 <- UnsqueezeBackward0 <- SelectBackward0; engine/ops/views.py
     _index_node), a matmul torch decomposes (1-D @ 2-D, batched: SqueezeBackward4 <- MmBackward0 <-
-    UnsqueezeBackward0; engine/ops/linalg.py _matmul_node). The chain of names is not compared then."""
+    UnsqueezeBackward0; engine/ops/matmul.py _matmul_node). The chain of names is not compared then."""
     for ins in p.prog:
         if ins[0] == "index":
             n = sum(1 for t in ins[2] if t[0] != "ell" and not (t[0] == "slice" and t[1] == slice(None)))

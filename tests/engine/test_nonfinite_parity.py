@@ -81,6 +81,22 @@ def test_relu_keeps_negative_zero_and_passes_the_gradient_at_nan():
     assert x.grad.tolist()[0] == 1.0  # torch's threshold backward: NaN <= 0 is false
 
 
+@pytest.mark.parametrize("which", ["relu", "F.relu"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_relu_gives_a_zero_gradient_where_it_cut_even_for_an_inf_or_nan_incoming_gradient(which, dtype):
+    """torch's threshold backward selects (`out <= 0 ? 0 : g`): an inf or NaN arriving where relu cut stays
+    out, where a multiply by the mask would make it NaN (the engine's fast path multiplies, then selects)."""
+    x = [0.0, 1.0, -1.0, NAN, -0.0, 2.0]
+    g = [INF, 1.0, NAN, 2.0, -INF, 3.0]
+    got = []
+    for m in (engine, torch):
+        t = m.tensor(x, dtype=getattr(m, dtype), requires_grad=True)
+        UNARY[which](m, t).backward(m.tensor(g, dtype=getattr(m, dtype)))
+        got.append(t.grad.numpy().astype(np.float64))
+    np.testing.assert_array_equal(got[0], got[1])
+    assert got[0].tolist()[:3] == [0.0, 1.0, 0.0]
+
+
 def test_large_relu_takes_the_chunked_path_and_matches_torch():
     rng = np.random.default_rng(0)
     a = rng.standard_normal(40_000).astype(np.float32)  # over two chunks of the cached zeros

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import arr, assert_same, pair, to_np, torch_dtype
+from torch_compare import arr, close, pair, to_np, torch_dtype
 
 import engine
 
@@ -26,7 +26,7 @@ def _check(fn, *arrays, grad: bool = True, dtype=np.float64, tol=None):
         eo, to = (eo,), (to,)
     kw = {} if tol is None else {"rtol": tol, "atol": tol}
     for a, b in zip(eo, to, strict=True):
-        assert_same(a, b, **kw)
+        close(a, b, **kw)
     if not any(rg):
         return
     diff = [(a, b) for a, b in zip(eo, to) if b.requires_grad]
@@ -41,7 +41,7 @@ def _check(fn, *arrays, grad: bool = True, dtype=np.float64, tol=None):
             if t.grad is None:
                 assert e.grad is None or not to_np(e.grad).any()
             else:
-                assert_same(e.grad, t.grad, **kw)
+                close(e.grad, t.grad, **kw)
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -95,7 +95,7 @@ def test_type_promotion_between_tensors_matches_torch(fn, da, db):
         with pytest.raises((RuntimeError, TypeError)):
             fn(engine.tensor(a), engine.tensor(b))
         return
-    assert_same(fn(engine.tensor(a), engine.tensor(b)), t_out)
+    close(fn(engine.tensor(a), engine.tensor(b)), t_out)
 
 
 @pytest.mark.parametrize("scalar", [2, 2.5, True, -3])
@@ -117,7 +117,7 @@ def test_scalar_and_zero_dim_promotion_matches_torch(scalar, dt, op):
         with pytest.raises((RuntimeError, TypeError)):
             fn(engine.tensor(a), engine)
         return
-    assert_same(fn(engine.tensor(a), engine), t_out)
+    close(fn(engine.tensor(a), engine), t_out)
 
 
 def test_integer_true_division_gives_default_float_like_torch():
@@ -319,7 +319,7 @@ def test_where_single_argument_gives_nonzero_indices():
     x = np.array([[0, 1], [2, 0]])
     e, t = pair(x)
     for a, b in zip(engine.where(e), torch.where(t), strict=True):
-        assert_same(a, b)
+        close(a, b)
 
 
 # ----------------------------------------------------------------------------- reductions
@@ -432,7 +432,7 @@ def test_empty_and_degenerate_reductions_match_torch():
     _check(lambda t: t.mean(dim=0), arr(1, 3))
     _check(lambda t: t.var(dim=0, unbiased=False), arr(1, 3))
     e, t = pair(arr(1, 3))
-    assert_same(e.var(dim=0), t.var(dim=0))  # nan, like torch
+    close(e.var(dim=0), t.var(dim=0))  # nan, like torch
     _check(lambda t: t.sum(), np.array(2.0))
     _check(lambda t: t.sum(0), np.array(2.0))
 
@@ -520,14 +520,14 @@ def test_setitem_without_grad_writes_all_index_kinds_like_torch():
         ev, tv = pair(arr(3, 4, seed=2))
         f(e, ev)
         f(t, tv)
-        assert_same(e, t), name
+        close(e, t), name
 
 
 def test_setitem_with_repeated_indices_last_write_wins_when_deterministic():
     e, t = pair(np.zeros(4))
     e[[1, 1]] = engine.tensor([5.0, 5.0], dtype=engine.float64)
     t[[1, 1]] = torch.tensor([5.0, 5.0], dtype=torch.float64)
-    assert_same(e, t)
+    close(e, t)
 
 
 def test_setitem_casts_value_to_tensor_dtype():
@@ -594,7 +594,7 @@ def test_nonzero_and_argwhere_match_torch():
     _check(lambda t: t.argwhere(), x, grad=False)
     e, t = pair(x)
     for a, b in zip(e.nonzero(as_tuple=True), t.nonzero(as_tuple=True), strict=True):
-        assert_same(a, b)
+        close(a, b)
 
 
 # ----------------------------------------------------------------------------- sorting
@@ -734,7 +734,7 @@ def test_factories_values_and_dtypes_match_torch():
         if isinstance(t, torch.Size):
             assert tuple(e) == tuple(t), i
         else:
-            assert_same(e, t), i
+            close(e, t), i
 
 
 def test_default_dtype_can_be_changed_and_restored():

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from torch_compare import same_outcome
 
 import engine
 
@@ -14,20 +15,6 @@ _INT_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64"]
 _SAMPLES = {"bool": [True, False, True], "uint8": [0, 1, 200, 255], "int8": [-128, -5, 1, 127],
             "int16": [-300, -1, 7, 32767], "int32": [-70000, 3, 1 << 30, -1],
             "int64": [-(1 << 62), -5, 1, 1 << 62]}
-
-
-def _outcome(fn):
-    """(values, dtype name) of a result, or (exception type, message) of a failure, comparable across libs."""
-    try:
-        r = fn()
-    except Exception as exc:  # noqa: BLE001 - the exception itself is what is compared
-        return type(exc).__name__, str(exc)
-    return r.tolist(), str(r.dtype).split(".")[-1]
-
-
-def _both(build):
-    """build(lib) run once with torch and once with engine."""
-    return _outcome(lambda: build(torch)), _outcome(lambda: build(engine))
 
 
 def _assert_same_floats(expected: torch.Tensor, got: engine.Tensor, rtol: float = 0.0):
@@ -53,12 +40,11 @@ def test_shifts_match_torch_for_every_integer_dtype_pair_and_shifts_past_the_wid
                 return (lib.tensor(a_vals, dtype=getattr(lib, da)),
                         lib.tensor(_shift_amounts(db, s), dtype=getattr(lib, db)))
 
-            t_res, e_res = _both(lambda lib: shift(*tensors(lib)))
-            assert t_res == e_res, (da, db, s)
-            t_res, e_res = _both(lambda lib, s=s, tensors=tensors: shift(tensors(lib)[0], s))
-            assert t_res == e_res, (da, "int", s)
-            t_res, e_res = _both(lambda lib, s=s, tensors=tensors: shift(s, tensors(lib)[1]))
-            assert t_res == e_res, ("int", db, s)
+            same_outcome(lambda lib: shift(*tensors(lib)), what=str((da, db, s)))
+            same_outcome(lambda lib, s=s, tensors=tensors: shift(tensors(lib)[0], s),
+                         what=str((da, "int", s)))
+            same_outcome(lambda lib, s=s, tensors=tensors: shift(s, tensors(lib)[1]),
+                         what=str(("int", db, s)))
 
 
 def test_left_shift_past_the_width_is_zero_and_right_shift_fills_with_the_sign():
@@ -87,8 +73,7 @@ def test_shift_methods_reflected_operators_and_errors_match_torch():
         lambda lib: lib.tensor([1]).bitwise_right_shift(lib.tensor([1.5])),
     ]
     for build in cases:
-        t_res, e_res = _both(build)
-        assert t_res == e_res
+        same_outcome(build)
 
 
 def test_in_place_shifts_write_into_the_tensor_and_refuse_a_wider_result_type():
@@ -187,8 +172,7 @@ def test_trigamma_in_half_precision_reflects_in_float32_like_torch():
                                                                         dim=1),
 ])
 def test_repeat_interleave_result_dtype_and_repeats_checks_match_torch(build):
-    t_res, e_res = _both(build)
-    assert t_res == e_res
+    same_outcome(build)
 
 
 # ----------------------------------------------------------------------------- 6. trapezoid of integers
@@ -205,8 +189,7 @@ def test_repeat_interleave_result_dtype_and_repeats_checks_match_torch(build):
     lambda lib: lib.cumulative_trapezoid(lib.tensor([1, 2, 4], dtype=lib.int32)),
 ])
 def test_trapezoid_result_dtype_for_integer_input_matches_torch(build):
-    t_res, e_res = _both(build)
-    assert t_res == e_res
+    same_outcome(build)
 
 
 # ----------------------------------------------------------------------------- 7. fill values out of range
@@ -226,8 +209,7 @@ def test_trapezoid_result_dtype_for_integer_input_matches_torch(build):
     lambda lib: lib.tensor([1e6], dtype=lib.float16),  # tensor() stores inf, it does not refuse
 ])
 def test_full_and_fill_refuse_a_finite_value_beyond_the_float_range_like_torch(build):
-    t_res, e_res = _both(build)
-    assert t_res == e_res
+    same_outcome(build)
 
 
 @pytest.mark.parametrize("value", [5.0, float("inf")])

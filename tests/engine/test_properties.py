@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from helpers import assert_geometry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from torch_compare import assert_geometry
 
 import engine
 

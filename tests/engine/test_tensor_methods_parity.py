@@ -1,7 +1,8 @@
-"""The Tensor methods of engine/ops/tensor_methods_extra.py, each run under torch and under the engine on the
-same data: values, dtypes, strides, version counters, gradients and grad_fn names (on non-leaf tensors and
-through views), and torch's errors. Last, the list of torch.Tensor attributes the engine still lacks is pinned
-to an explicit allow-list, so a method that disappears (or a new torch one) shows up here."""
+"""The Tensor methods of engine/ops/inplace_methods.py and tensor_surface.py, each run under torch and under
+the engine on the same data: values, dtypes, strides, version counters, gradients and grad_fn names (on
+non-leaf tensors and through views), and torch's errors. Last, the list of torch.Tensor attributes the engine
+still lacks is pinned to an explicit allow-list, so a method that disappears (or a new torch one) shows up
+here."""
 from __future__ import annotations
 
 import math

@@ -270,7 +270,7 @@ def test_fused_optimiser_kernels_on_the_gpu_match_the_emulator(emulated):
 # ----------------------------------------------------------------------------- engine.nn on the fused kernels
 @pytest.fixture
 def kernels_run(monkeypatch):
-    """The names of the kernels launched (engine/nn/_cuda.py's paths must reach them on a real device)."""
+    """The names of the kernels launched (the Functions' kernel branches must reach them on a GPU)."""
     names: set[str] = set()
     function = K._function  # every launch (elementwise or a block per row) looks its kernel up here
 

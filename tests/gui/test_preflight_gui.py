@@ -83,8 +83,9 @@ def test_start_checks_once_and_the_run_reuses_that_check(make_window, qtbot, mon
     (it was 7: Start's check, then the Trainer's own check and compile), and the run trains."""
     import sys
 
-    import app.document.shapes
     from gui_helpers import spirals
+
+    import app.document.shapes
 
     win = make_window(spirals(epochs=1))
     original = app.document.shapes.infer_shapes

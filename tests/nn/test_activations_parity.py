@@ -7,11 +7,11 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from torch_compare import assert_same_structure, copy_torch_into_engine, raised, run_both
 
 import engine
 import engine.nn as enn
 from engine.autograd import gradcheck, gradgradcheck
-from tests.nn.sweep_helpers import assert_same_structure, copy_torch_into_engine, raised, run_both
 
 EDGES = np.array([np.nan, -np.inf, -3, -1, -0.5, -0.0, 0.0, 0.5, 1, 3, np.inf, 100, -100, 6])
 KINKS = (-3.0, -1.5, -1.0, -0.5, -0.1, 0.0, 0.1, 0.5, 1.0, 1.5, 3.0, 6.0)  # where some case is not smooth

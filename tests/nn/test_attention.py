@@ -3,33 +3,12 @@ outputs, attention weights and every gradient, with bool and float masks; gradch
 import numpy as np
 import pytest
 import torch
+from torch_compare import close, copy_torch_into_engine, same_module_grads, to_engine
 
 import engine
 import engine.nn as nn
 from engine.autograd import gradcheck
-from engine.nn import functional_seq as FS
-
-
-def _e(t: torch.Tensor, requires_grad: bool = False) -> engine.Tensor:
-    return engine.tensor(t.detach().numpy().copy(), requires_grad=requires_grad)
-
-
-def _load_torch_weights(ours, theirs) -> None:
-    ours.load_state_dict({k: _e(v) for k, v in theirs.state_dict().items()})
-
-
-def _close(a, b, atol=1e-5, rtol=1e-4):
-    a = a.detach().numpy() if isinstance(a, engine.Tensor) else a
-    b = b.detach().numpy() if isinstance(b, torch.Tensor) else b
-    np.testing.assert_allclose(a, b, atol=atol, rtol=rtol)
-
-
-def _check_grads(ours, theirs, pairs, atol=1e-5):
-    for a, b in pairs:
-        _close(a.grad, b.grad, atol=atol)
-    ep = dict(ours.named_parameters())
-    for name, p in theirs.named_parameters():
-        _close(ep[name].grad, p.grad, atol=atol)
+from engine.nn.functional import sequence as FS
 
 
 def test_parameter_names_match_torch_for_shared_and_separate_projections():
@@ -65,20 +44,20 @@ def test_self_attention_output_weights_and_grads_match_torch(mask_kind, batch_fi
     E, h, L, N = 8, 2, 5, 3
     ours, theirs = nn.MultiheadAttention(E, h, batch_first=batch_first), \
         torch.nn.MultiheadAttention(E, h, batch_first=batch_first)
-    _load_torch_weights(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     x = torch.randn(*((N, L, E) if batch_first else (L, N, E)), requires_grad=True)
     mask, kpm, causal = _masks(mask_kind, L, L, N, h)
-    ex = _e(x, True)
+    ex = to_engine(x, True)
     out, w = theirs(x, x, x, key_padding_mask=kpm, attn_mask=mask, is_causal=causal)
-    eout, ew = ours(ex, ex, ex, key_padding_mask=None if kpm is None else _e(kpm),
-                    attn_mask=None if mask is None else _e(mask), is_causal=causal)
-    _close(eout, out)
+    eout, ew = ours(ex, ex, ex, key_padding_mask=None if kpm is None else to_engine(kpm),
+                    attn_mask=None if mask is None else to_engine(mask), is_causal=causal)
+    close(eout, out)
     assert tuple(ew.shape) == (N, L, L)
-    _close(ew, w)
+    close(ew, w)
     r = torch.randn(out.shape)
     (out * r).sum().backward()
-    (eout * _e(r)).sum().backward()
-    _check_grads(ours, theirs, [(ex, x)])
+    (eout * to_engine(r)).sum().backward()
+    same_module_grads(ours, theirs, [(ex, x)])
 
 
 @pytest.mark.parametrize("average", [True, False])
@@ -87,41 +66,41 @@ def test_cross_attention_with_other_key_value_dims_and_per_head_weights(average)
     E, h, L, S, N = 6, 3, 4, 7, 2
     ours = nn.MultiheadAttention(E, h, kdim=3, vdim=5)
     theirs = torch.nn.MultiheadAttention(E, h, kdim=3, vdim=5)
-    _load_torch_weights(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     q, k, v = (torch.randn(L, N, E, requires_grad=True), torch.randn(S, N, 3, requires_grad=True),
                torch.randn(S, N, 5, requires_grad=True))
-    eq, ek, ev = _e(q, True), _e(k, True), _e(v, True)
+    eq, ek, ev = to_engine(q, True), to_engine(k, True), to_engine(v, True)
     out, w = theirs(q, k, v, average_attn_weights=average)
     eout, ew = ours(eq, ek, ev, average_attn_weights=average)
-    _close(eout, out)
+    close(eout, out)
     assert tuple(ew.shape) == ((N, L, S) if average else (N, h, L, S))
-    _close(ew, w)
+    close(ew, w)
     (out.sum() + (w * w).sum()).backward()
     (eout.sum() + (ew * ew).sum()).backward()
-    _check_grads(ours, theirs, [(eq, q), (ek, k), (ev, v)])
+    same_module_grads(ours, theirs, [(eq, q), (ek, k), (ev, v)])
 
 
 def test_need_weights_false_returns_none_and_same_output():
     torch.manual_seed(2)
     ours, theirs = nn.MultiheadAttention(4, 2, bias=False), torch.nn.MultiheadAttention(4, 2, bias=False)
-    _load_torch_weights(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     q, kv = torch.randn(3, 2, 4), torch.randn(5, 2, 4)
-    out, w = ours(_e(q), _e(kv), _e(kv), need_weights=False)
+    out, w = ours(to_engine(q), to_engine(kv), to_engine(kv), need_weights=False)
     assert w is None
-    _close(out, theirs(q, kv, kv, need_weights=False)[0])
+    close(out, theirs(q, kv, kv, need_weights=False)[0])
 
 
 def test_unbatched_query_gives_unbatched_output_and_weights():
     torch.manual_seed(3)
     ours, theirs = nn.MultiheadAttention(4, 2), torch.nn.MultiheadAttention(4, 2)
-    _load_torch_weights(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     q, kv = torch.randn(3, 4), torch.randn(5, 4)
     kpm = torch.tensor([False, False, True, False, False])
     out, w = theirs(q, kv, kv, key_padding_mask=kpm)
-    eout, ew = ours(_e(q), _e(kv), _e(kv), key_padding_mask=_e(kpm))
+    eout, ew = ours(to_engine(q), to_engine(kv), to_engine(kv), key_padding_mask=to_engine(kpm))
     assert tuple(eout.shape) == (3, 4) and tuple(ew.shape) == (3, 5)
-    _close(eout, out)
-    _close(ew, w)
+    close(eout, out)
+    close(ew, w)
 
 
 def test_dropout_on_attention_weights_only_in_training():
@@ -170,20 +149,20 @@ def test_transformer_encoder_layer_matches_torch_in_eval_mode(norm_first, activa
               norm_first=norm_first)
     ours, theirs = nn.TransformerEncoderLayer(**kw), torch.nn.TransformerEncoderLayer(**kw)
     assert list(ours.state_dict()) == list(theirs.state_dict())
-    _load_torch_weights(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     ours.eval()
     theirs.eval()
     L, N = 5, 3
     x = torch.randn(*((N, L, 8) if batch_first else (L, N, 8)), requires_grad=True)
     mask = torch.triu(torch.full((L, L), float("-inf")), 1)
-    ex = _e(x, True)
+    ex = to_engine(x, True)
     out = theirs(x, src_mask=mask)
-    eout = ours(ex, src_mask=_e(mask))
-    _close(eout, out)
+    eout = ours(ex, src_mask=to_engine(mask))
+    close(eout, out)
     r = torch.randn(out.shape)
     (out * r).sum().backward()
-    (eout * _e(r)).sum().backward()
-    _check_grads(ours, theirs, [(ex, x)], atol=1e-4)
+    (eout * to_engine(r)).sum().backward()
+    same_module_grads(ours, theirs, [(ex, x)], atol=1e-4)
 
 
 def test_transformer_encoder_stacks_independent_copies_and_final_norm_like_torch():
@@ -192,17 +171,17 @@ def test_transformer_encoder_stacks_independent_copies_and_final_norm_like_torch
     theirs = torch.nn.TransformerEncoder(layer, 2, norm=torch.nn.LayerNorm(8), enable_nested_tensor=False)
     ours = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 2, norm=nn.LayerNorm(8))
     assert list(ours.state_dict()) == list(theirs.state_dict())
-    _load_torch_weights(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     assert ours.layers[0].linear1.weight is not ours.layers[1].linear1.weight
     x = torch.randn(4, 2, 8, requires_grad=True)
     pad = torch.tensor([[False, False, False, True], [False, False, False, False]])
-    ex = _e(x, True)
+    ex = to_engine(x, True)
     out = theirs(x, src_key_padding_mask=pad)
-    eout = ours(ex, src_key_padding_mask=_e(pad))
-    _close(eout, out)
+    eout = ours(ex, src_key_padding_mask=to_engine(pad))
+    close(eout, out)
     out.sum().backward()
     eout.sum().backward()
-    _check_grads(ours, theirs, [(ex, x)], atol=1e-4)
+    same_module_grads(ours, theirs, [(ex, x)], atol=1e-4)
 
 
 @pytest.mark.parametrize("case", ["plain", "bool", "float", "causal", "scale"])
@@ -214,15 +193,15 @@ def test_scaled_dot_product_attention_matches_torch(case):
           "causal": {"is_causal": True}, "scale": {"scale": 0.3}}.get(case, {})
     if case == "bool":
         kw["attn_mask"][:, 0] = True  # every query attends somewhere
-    ekw = {key: (_e(val) if isinstance(val, torch.Tensor) else val) for key, val in kw.items()}
-    eq, ek, ev = _e(q, True), _e(k, True), _e(v, True)
+    ekw = {key: (to_engine(val) if isinstance(val, torch.Tensor) else val) for key, val in kw.items()}
+    eq, ek, ev = to_engine(q, True), to_engine(k, True), to_engine(v, True)
     out = torch.nn.functional.scaled_dot_product_attention(q, k, v, **kw)
     eout = FS.scaled_dot_product_attention(eq, ek, ev, **ekw)
-    _close(eout, out)
+    close(eout, out)
     out.sum().backward()
     eout.sum().backward()
     for a, b in [(eq, q), (ek, k), (ev, v)]:
-        _close(a.grad, b.grad)
+        close(a.grad, b.grad)
 
 
 def test_square_subsequent_mask_matches_torch_and_drives_causal_attention():

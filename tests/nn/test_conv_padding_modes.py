@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from nn_helpers import backward_both, close, pair
+from torch_compare import backward_both, close, random_pair
 
 import engine
 from engine import nn
@@ -35,7 +35,7 @@ def _layers(cls: str, args, kw):
 
 def _check(e, t, shape):
     assert repr(e) == repr(t)
-    xe, xt = pair(*shape)
+    xe, xt = random_pair(*shape)
     ye, yt = e(xe), t(xt)
     close(ye, yt)
     backward_both(ye, yt)

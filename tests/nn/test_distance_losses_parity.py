@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from torch_compare import close, raised, to_engine, to_torch
 
 import engine
 import engine.nn as enn
 import engine.nn.functional as EF
 from engine.autograd import gradcheck, gradgradcheck
-from tests.nn.sweep_helpers import assert_close, raised, to_engine, to_torch
 
 R = np.random.default_rng(11)
 INF = float("inf")
@@ -326,7 +326,7 @@ def test_function_matches_torch(case, layout):
         e_out, e_leaves = _run(EF, to_engine, name, inputs, kwargs, transposed)
         t_out, t_leaves = _run(TF, to_torch, name, inputs, kwargs, transposed)
     assert str(e_out.dtype).split(".")[-1] == str(t_out.dtype).split(".")[-1]
-    assert_close(e_out, t_out, f"{cid} value", atol=1e-10)
+    close(e_out, t_out, f"{cid} value", atol=1e-10)
     if cid in NO_GRADIENT or not t_leaves:
         return
     up = R.standard_normal(tuple(t_out.shape))
@@ -468,7 +468,7 @@ def test_result_dtype_matches_torch(name, inputs, kwargs):
     e = getattr(EF, name)(*[engine.tensor(a) for a in arrays], **kwargs)
     t = getattr(TF, name)(*[torch.tensor(a) for a in arrays], **kwargs)
     assert str(e.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
-    assert_close(e, t, "value", atol=1e-5, rtol=1e-5)
+    close(e, t, "value", atol=1e-5, rtol=1e-5)
 
 
 AUTOCAST = [
@@ -496,7 +496,7 @@ def test_cpu_autocast_runs_the_losses_in_float32_like_torch(name, inputs):
     with torch.autocast("cpu", dtype=torch.float16):
         t = getattr(TF, name)(*[half(a, torch) for a in inputs])
     assert str(e.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
-    assert_close(e.float(), t.float(), "value", atol=2e-3, rtol=2e-3)
+    close(e.float(), t.float(), "value", atol=2e-3, rtol=2e-3)
 
 
 def test_normalize_out_argument():
@@ -505,7 +505,7 @@ def test_normalize_out_argument():
     e = EF.normalize(to_engine(x), out=e_out)
     TF.normalize(to_torch(x), out=t_out)
     assert e is e_out
-    assert_close(e_out, t_out, "normalize(out=)")
+    close(e_out, t_out, "normalize(out=)")
 
 
 def test_empty_batches_give_nan_mean_and_zero_sum():
@@ -546,7 +546,7 @@ def test_size_average_and_reduce_warn_and_reduce_like_torch(name, inputs, legacy
         t = getattr(TF, name)(*[to_torch(a) for a in inputs], **legacy)
     assert [str(w.message) for w in e_rec] == [str(w.message) for w in t_rec]
     assert e_rec[0].filename == __file__  # the warning points at the caller
-    assert_close(e, t, "value")
+    close(e, t, "value")
 
 
 # ----------------------------------------------------------------------------- modules
@@ -612,13 +612,13 @@ def test_module_matches_torch(case):
     t_leaves = [_convert(a, to_torch, False) for a in inputs]
     e_out = e(*[p[1] for p in e_leaves])
     t_out = t(*[p[1] for p in t_leaves])
-    assert_close(e_out, t_out, "value", atol=1e-10)
+    close(e_out, t_out, "value", atol=1e-10)
     up = R.standard_normal(tuple(t_out.shape))
     (e_out * to_engine(up)).sum().backward()
     (t_out * to_torch(up)).sum().backward()
     for (el, _), (tl, _) in zip(e_leaves, t_leaves):
         if tl is not None:
-            assert_close(el.grad, tl.grad, "input grad", atol=1e-9)
+            close(el.grad, tl.grad, "input grad", atol=1e-9)
 
 
 def test_module_size_average_warns_and_sets_reduction():

@@ -3,15 +3,12 @@ input checks; gradcheck."""
 import numpy as np
 import pytest
 import torch
+from torch_compare import to_engine
 
 import engine
 import engine.nn as nn
 from engine.autograd import gradcheck, gradgradcheck
 from engine.nn.functional import embedding
-
-
-def _e(t: torch.Tensor, requires_grad: bool = False) -> engine.Tensor:
-    return engine.tensor(t.detach().numpy().copy(), requires_grad=requires_grad)
 
 
 def test_weight_starts_standard_normal_with_a_zero_padding_row():
@@ -29,14 +26,14 @@ def test_lookup_and_weight_gradient_match_torch(padding_idx):
     torch.manual_seed(0)
     theirs = torch.nn.Embedding(6, 4, padding_idx=padding_idx)
     ours = nn.Embedding(6, 4, padding_idx=padding_idx)
-    ours.load_state_dict({"weight": _e(theirs.weight)})
+    ours.load_state_dict({"weight": to_engine(theirs.weight)})
     assert ours.padding_idx == theirs.padding_idx
     idx = torch.tensor([[0, 2, 5, 2], [5, 5, 1, 2]])
-    out, eout = theirs(idx), ours(_e(idx))
+    out, eout = theirs(idx), ours(to_engine(idx))
     np.testing.assert_allclose(eout.detach().numpy(), out.detach().numpy())
     r = torch.randn(out.shape)
     (out * r).sum().backward()
-    (eout * _e(r)).sum().backward()
+    (eout * to_engine(r)).sum().backward()
     np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-6, atol=1e-6)
     if padding_idx is not None:
         np.testing.assert_array_equal(ours.weight.grad.numpy()[padding_idx % 6], 0)
@@ -46,9 +43,9 @@ def test_max_norm_renormalises_looked_up_rows_in_place_like_torch():
     torch.manual_seed(0)
     theirs = torch.nn.Embedding(5, 3, max_norm=1.0)
     ours = nn.Embedding(5, 3, max_norm=1.0)
-    ours.load_state_dict({"weight": _e(theirs.weight)})
+    ours.load_state_dict({"weight": to_engine(theirs.weight)})
     idx = torch.tensor([0, 1, 1, 4])
-    out, eout = theirs(idx), ours(_e(idx))
+    out, eout = theirs(idx), ours(to_engine(idx))
     np.testing.assert_allclose(eout.detach().numpy(), out.detach().numpy(), rtol=1e-5)
     np.testing.assert_allclose(ours.weight.detach().numpy(), theirs.weight.detach().numpy(), rtol=1e-5)
     assert np.linalg.norm(ours.weight.detach().numpy()[[2, 3]], axis=1).max() > 1  # untouched rows keep norm

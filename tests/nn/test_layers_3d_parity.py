@@ -8,11 +8,11 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from torch_compare import assert_same_structure, copy_torch_into_engine, run_both
 
 import engine
 import engine.nn as enn
 from engine.autograd import gradcheck
-from tests.nn.sweep_helpers import assert_same_structure, copy_torch_into_engine, run_both
 
 R = np.random.default_rng(0)
 

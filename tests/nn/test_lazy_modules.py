@@ -6,22 +6,11 @@ import copy
 import numpy as np
 import pytest
 import torch
+from torch_compare import same_error, to_engine
 
 import engine
 import engine.nn as nn
 from engine.nn.parameter import is_lazy
-
-
-def _e(t: torch.Tensor) -> engine.Tensor:
-    return engine.tensor(t.detach().numpy().copy())
-
-
-def _raises_like(fn_engine, fn_torch):
-    with pytest.raises(Exception) as theirs:
-        fn_torch()
-    with pytest.raises(type(theirs.value)) as ours:
-        fn_engine()
-    assert str(ours.value) == str(theirs.value).replace("torch.Size", "engine.Size")
 
 
 # ----------------------------------------------------------------------------- Buffer
@@ -63,7 +52,7 @@ def test_uninitialized_parameter_refuses_computation_like_torch():
     assert u.requires_grad and u.dtype == engine.float32 and is_lazy(u)
     assert isinstance(u, nn.Parameter)
     assert tuple(u.size()) == tuple(tu.size()) == (0,)
-    _raises_like(lambda: u.shape, lambda: tu.shape)
+    same_error(lambda: u.shape, lambda: tu.shape)
     for op in (lambda t: t + 1, lambda t: t.sum(), lambda t: t.numel(), lambda t: t * 2):
         with pytest.raises(ValueError, match="Attempted to use an uninitialized parameter"):
             op(u)
@@ -161,11 +150,12 @@ def test_loading_an_ordinary_checkpoint_materializes_then_forward_matches_torch(
     args = ordinary_args[1:2] if name != "LazyBatchNorm1d" else ()
     args = args + ordinary_args[2:]
     ours, theirs = getattr(nn, name)(*args), getattr(torch.nn, name)(*args)
-    ours.load_state_dict({k: _e(v) for k, v in source.state_dict().items()})
+    ours.load_state_dict({k: to_engine(v) for k, v in source.state_dict().items()})
     theirs.load_state_dict(source.state_dict())
     assert not ours.has_uninitialized_params() and type(ours).__name__ == name  # the class changes on forward
     x = torch.randn(*shape)
-    np.testing.assert_allclose(ours(_e(x)).detach().numpy(), theirs(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours(to_engine(x)).detach().numpy(), theirs(x).detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
     # torch leaves in_channels / num_features at 0 after such a load; we record the size from the input
     assert repr(ours) == repr(theirs).replace("(0,", f"({shape[1]},")
 
@@ -173,9 +163,9 @@ def test_loading_an_ordinary_checkpoint_materializes_then_forward_matches_torch(
 def test_lazy_linear_checks_a_loaded_weight_against_the_input():
     ours, theirs = nn.LazyLinear(4), torch.nn.LazyLinear(4)
     src = torch.nn.Linear(6, 4).state_dict()
-    ours.load_state_dict({k: _e(v) for k, v in src.items()})
+    ours.load_state_dict({k: to_engine(v) for k, v in src.items()})
     theirs.load_state_dict(src)
-    _raises_like(lambda: ours(engine.randn(2, 5)), lambda: theirs(torch.randn(2, 5)))
+    same_error(lambda: ours(engine.randn(2, 5)), lambda: theirs(torch.randn(2, 5)))
 
 
 def test_partial_and_failed_loads_into_uninitialised_modules_match_torch():
@@ -184,11 +174,11 @@ def test_partial_and_failed_loads_into_uninitialised_modules_match_torch():
     rt = theirs.load_state_dict({"weight": torch.zeros(4, 6)}, strict=False)
     assert (r.missing_keys, r.unexpected_keys) == (rt.missing_keys, rt.unexpected_keys) == (["bias"], [])
     assert ours.weight.shape == (4, 6) and is_lazy(ours.bias) and ours.has_uninitialized_params()
-    _raises_like(lambda: nn.LazyLinear(4).load_state_dict({}),
-                 lambda: torch.nn.LazyLinear(4).load_state_dict({}))
+    same_error(lambda: nn.LazyLinear(4).load_state_dict({}),
+               lambda: torch.nn.LazyLinear(4).load_state_dict({}))
     # an uninitialised checkpoint cannot fill an initialised module
-    _raises_like(lambda: nn.Linear(6, 4).load_state_dict(nn.LazyLinear(4).state_dict()),
-                 lambda: torch.nn.Linear(6, 4).load_state_dict(torch.nn.LazyLinear(4).state_dict()))
+    same_error(lambda: nn.Linear(6, 4).load_state_dict(nn.LazyLinear(4).state_dict()),
+               lambda: torch.nn.Linear(6, 4).load_state_dict(torch.nn.LazyLinear(4).state_dict()))
     lazy = nn.LazyLinear(4)
     lazy.load_state_dict(nn.LazyLinear(4).state_dict())  # lazy into lazy: stays uninitialised
     assert lazy.has_uninitialized_params()
@@ -220,12 +210,12 @@ def test_dtype_moves_and_deepcopies_before_the_first_forward():
 
 
 def test_bad_inputs_to_lazy_modules_raise_like_torch():
-    _raises_like(lambda: nn.LazyConv2d(4, 3)(engine.randn(3, 5)),
-                 lambda: torch.nn.LazyConv2d(4, 3)(torch.randn(3, 5)))
-    _raises_like(lambda: nn.LazyConv2d(4, 3, groups=2)(engine.randn(1, 3, 5, 5)),
-                 lambda: torch.nn.LazyConv2d(4, 3, groups=2)(torch.randn(1, 3, 5, 5)))
-    _raises_like(lambda: nn.LazyBatchNorm2d()(engine.randn(3, 5)),
-                 lambda: torch.nn.LazyBatchNorm2d()(torch.randn(3, 5)))
+    same_error(lambda: nn.LazyConv2d(4, 3)(engine.randn(3, 5)),
+               lambda: torch.nn.LazyConv2d(4, 3)(torch.randn(3, 5)))
+    same_error(lambda: nn.LazyConv2d(4, 3, groups=2)(engine.randn(1, 3, 5, 5)),
+               lambda: torch.nn.LazyConv2d(4, 3, groups=2)(torch.randn(1, 3, 5, 5)))
+    same_error(lambda: nn.LazyBatchNorm2d()(engine.randn(3, 5)),
+               lambda: torch.nn.LazyBatchNorm2d()(torch.randn(3, 5)))
 
 
 def test_lazy_norm_without_parameters_still_becomes_the_ordinary_layer():

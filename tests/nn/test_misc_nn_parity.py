@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from torch_compare import same_error, to_engine
 
 import engine
 import engine.nn as nn
@@ -14,19 +15,6 @@ import engine.nn.functional as F
 from engine.autograd import gradcheck
 
 TF = torch.nn.functional
-
-
-def _e(t, requires_grad: bool = False) -> engine.Tensor:
-    return engine.tensor(t.detach().numpy().copy(), requires_grad=requires_grad)
-
-
-def _raises_like(fn_engine, fn_torch):
-    with pytest.raises(Exception) as theirs:
-        fn_torch()
-    with pytest.raises(type(theirs.value)) as ours:
-        fn_engine()
-    expected = str(theirs.value).replace("torch.Size", "engine.Size").replace("torch.Tensor", "engine.Tensor")
-    assert str(ours.value) == expected.replace("\n[ torch.LongTensor{} ]", "")  # torch's C++ tensor dump
 
 
 # ----------------------------------------------------------------------------- alpha dropout
@@ -64,10 +52,10 @@ def test_alpha_dropout_edge_cases_match_torch():
     np.testing.assert_array_equal(y.detach().numpy(), 0)
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), 0)
-    _raises_like(lambda: F.alpha_dropout(x, 1.5, True), lambda: TF.alpha_dropout(torch.randn(3), 1.5, True))
-    _raises_like(lambda: F.feature_alpha_dropout(engine.randn(3), 0.5, True),
-                 lambda: TF.feature_alpha_dropout(torch.randn(3), 0.5, True))
-    _raises_like(lambda: nn.AlphaDropout(-0.1), lambda: torch.nn.AlphaDropout(-0.1))
+    same_error(lambda: F.alpha_dropout(x, 1.5, True), lambda: TF.alpha_dropout(torch.randn(3), 1.5, True))
+    same_error(lambda: F.feature_alpha_dropout(engine.randn(3), 0.5, True),
+               lambda: TF.feature_alpha_dropout(torch.randn(3), 0.5, True))
+    same_error(lambda: nn.AlphaDropout(-0.1), lambda: torch.nn.AlphaDropout(-0.1))
     assert repr(nn.AlphaDropout(0.2)) == repr(torch.nn.AlphaDropout(0.2))
     assert repr(nn.FeatureAlphaDropout(inplace=True)) == repr(torch.nn.FeatureAlphaDropout(inplace=True))
 
@@ -195,7 +183,8 @@ def test_embedding_bag_scale_grad_by_freq_divides_by_the_index_frequency():
     w = torch.tensor(W, requires_grad=True)
     TF.embedding(idx, w, scale_grad_by_freq=True).sum().backward()
     ew = engine.tensor(W, requires_grad=True)
-    F.embedding_bag(_e(idx), ew, engine.tensor([0, 3]), mode="sum", scale_grad_by_freq=True).sum().backward()
+    F.embedding_bag(to_engine(idx), ew, engine.tensor([0, 3]), mode="sum",
+                    scale_grad_by_freq=True).sum().backward()
     np.testing.assert_allclose(ew.grad.numpy(), w.grad.numpy(), rtol=1e-12)
 
 
@@ -247,8 +236,8 @@ class _Api:
 def test_embedding_bag_argument_errors_match_torch(i):
     call = BAD_BAGS[i]
     w = W.astype(np.float32)  # torch words the index-range error differently for float64 weights
-    _raises_like(lambda: call(_Api(engine, F), engine.tensor(w)),
-                 lambda: call(_Api(torch, TF), torch.tensor(w)))
+    same_error(lambda: call(_Api(engine, F), engine.tensor(w)),
+               lambda: call(_Api(torch, TF), torch.tensor(w)))
 
 
 def test_float_indices_are_refused():
@@ -264,10 +253,10 @@ def test_embedding_bag_module_repr_state_dict_and_forward_match_torch(kw):
     theirs, ours = torch.nn.EmbeddingBag(10, 3, **kw), nn.EmbeddingBag(10, 3, **kw)
     assert repr(ours) == repr(theirs)
     assert list(ours.state_dict()) == ["weight"] and ours.padding_idx == theirs.padding_idx
-    ours.load_state_dict({"weight": _e(theirs.weight)})
+    ours.load_state_dict({"weight": to_engine(theirs.weight)})
     idx, offsets = torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 2, 6] if kw.get("include_last_offset")
                                                                   else [0, 2])
-    out, eout = theirs(idx, offsets), ours(_e(idx), _e(offsets))
+    out, eout = theirs(idx, offsets), ours(to_engine(idx), to_engine(offsets))
     np.testing.assert_allclose(eout.detach().numpy(), out.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
@@ -282,10 +271,10 @@ def test_embedding_bag_init_padding_row_and_from_pretrained():
     assert not frozen.weight.requires_grad and frozen.mode == "sum"
     assert nn.EmbeddingBag.from_pretrained(rows, freeze=False).weight.requires_grad
     np.testing.assert_array_equal(frozen(engine.tensor([[0, 1]])).numpy(), [[4.0, 6.0]])
-    _raises_like(lambda: nn.EmbeddingBag(10, 3, padding_idx=12),
-                 lambda: torch.nn.EmbeddingBag(10, 3, padding_idx=12))
-    _raises_like(lambda: nn.EmbeddingBag.from_pretrained(engine.ones(3)),
-                 lambda: torch.nn.EmbeddingBag.from_pretrained(torch.ones(3)))
+    same_error(lambda: nn.EmbeddingBag(10, 3, padding_idx=12),
+               lambda: torch.nn.EmbeddingBag(10, 3, padding_idx=12))
+    same_error(lambda: nn.EmbeddingBag.from_pretrained(engine.ones(3)),
+               lambda: torch.nn.EmbeddingBag.from_pretrained(torch.ones(3)))
 
 
 # ----------------------------------------------------------------------------- adaptive max pool with indices
@@ -293,7 +282,7 @@ def test_embedding_bag_init_padding_row_and_from_pretrained():
                                              ("adaptive_max_pool2d_with_indices", (2, 5, 7), (3, 2))])
 def test_adaptive_max_pool_with_indices_always_returns_indices_like_torch(name, shape, size):
     x = torch.randn(*shape, requires_grad=True)
-    ex = _e(x, True)
+    ex = to_engine(x, True)
     (v, i), (ev, ei) = getattr(TF, name)(x, size), getattr(F, name)(ex, size, return_indices=False)
     np.testing.assert_array_equal(ev.detach().numpy(), v.detach().numpy())
     np.testing.assert_array_equal(ei.numpy(), i.numpy())

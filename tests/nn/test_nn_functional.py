@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
-from nn_helpers import backward_both, close, pair
+from torch_compare import backward_both, close, random_pair
 
 import engine
 import engine.nn.functional as F
@@ -15,9 +15,9 @@ from engine.autograd import gradcheck, gradgradcheck
 
 # ----------------------------------------------------------------------------- linear, conv
 def test_linear_matches_torch_for_batched_3d_input():
-    xe, xt = pair(2, 3, 5)
-    we, wt = pair(4, 5, seed=1)
-    be, bt = pair(4, seed=2)
+    xe, xt = random_pair(2, 3, 5)
+    we, wt = random_pair(4, 5, seed=1)
+    be, bt = random_pair(4, seed=2)
     ye, yt = F.linear(xe, we, be), TF.linear(xt, wt, bt)
     close(ye, yt)
     backward_both(ye, yt)
@@ -41,9 +41,9 @@ CONV_CASES = [
 
 @pytest.mark.parametrize("case", CONV_CASES)
 def test_conv2d_forward_and_grads_match_torch(case):
-    xe, xt = pair(*case["shape"])
-    we, wt = pair(*case["w"], seed=1)
-    be, bt = pair(case["w"][0], seed=2)
+    xe, xt = random_pair(*case["shape"])
+    we, wt = random_pair(*case["w"], seed=1)
+    be, bt = random_pair(case["w"][0], seed=2)
     kw = {k: case[k] for k in ("stride", "padding", "dilation", "groups")}
     ye, yt = F.conv2d(xe, we, be, **kw), TF.conv2d(xt, wt, bt, **kw)
     close(ye, yt)
@@ -53,8 +53,8 @@ def test_conv2d_forward_and_grads_match_torch(case):
 
 
 def test_conv2d_accepts_non_contiguous_input_and_unbatched_input():
-    xe, xt = pair(2, 5, 6, 3)
-    we, wt = pair(4, 3, 2, 2, seed=1)
+    xe, xt = random_pair(2, 5, 6, 3)
+    we, wt = random_pair(4, 3, 2, 2, seed=1)
     close(F.conv2d(xe.permute(0, 3, 1, 2), we), TF.conv2d(xt.permute(0, 3, 1, 2), wt))
     close(F.conv2d(xe[0].permute(2, 0, 1), we), TF.conv2d(xt[0].permute(2, 0, 1), wt))
 
@@ -66,9 +66,9 @@ def test_conv2d_channel_mismatch_error_is_pytorchs():
 
 @pytest.mark.parametrize("padding", [0, 2, "same", "valid"])
 def test_conv1d_matches_torch(padding):
-    xe, xt = pair(2, 3, 11)
-    we, wt = pair(4, 3, 4, seed=1)
-    be, bt = pair(4, seed=2)
+    xe, xt = random_pair(2, 3, 11)
+    we, wt = random_pair(4, 3, 4, seed=1)
+    be, bt = random_pair(4, seed=2)
     dil = 2 if padding == "same" else 1
     ye, yt = (
         F.conv1d(xe, we, be, padding=padding, dilation=dil),
@@ -89,10 +89,10 @@ def test_conv1d_matches_torch(padding):
     ],
 )
 def test_conv_transpose2d_matches_torch(kw):
-    xe, xt = pair(2, 4, 5, 4)
-    we, wt = pair(4, 3, 3, 2, seed=1)
+    xe, xt = random_pair(2, 4, 5, 4)
+    we, wt = random_pair(4, 3, 3, 2, seed=1)
     cout = 3 * kw["groups"]
-    be, bt = pair(cout, seed=2)
+    be, bt = random_pair(cout, seed=2)
     ye, yt = F.conv_transpose2d(xe, we, be, **kw), TF.conv_transpose2d(xt, wt, bt, **kw)
     close(ye, yt)
     backward_both(ye, yt)
@@ -121,7 +121,7 @@ MAXPOOL_CASES = [
 
 @pytest.mark.parametrize("kw", MAXPOOL_CASES)
 def test_max_pool2d_values_indices_and_grads_match_torch(kw):
-    xe, xt = pair(2, 3, 7, 8)
+    xe, xt = random_pair(2, 3, 7, 8)
     ye, ie = F.max_pool2d(xe, return_indices=True, **kw)
     yt, it = TF.max_pool2d(xt, return_indices=True, **kw)
     close(ye, yt)
@@ -131,7 +131,7 @@ def test_max_pool2d_values_indices_and_grads_match_torch(kw):
 
 
 def test_max_pool1d_matches_torch():
-    xe, xt = pair(2, 3, 11)
+    xe, xt = random_pair(2, 3, 11)
     ye, ie = F.max_pool1d(xe, 3, 2, 1, return_indices=True, ceil_mode=True)
     yt, it = TF.max_pool1d(xt, 3, 2, 1, return_indices=True, ceil_mode=True)
     close(ye, yt)
@@ -148,7 +148,7 @@ def test_max_pool1d_matches_torch():
     ],
 )
 def test_avg_pool2d_matches_torch(kw):
-    xe, xt = pair(2, 3, 7, 8)
+    xe, xt = random_pair(2, 3, 7, 8)
     ye, yt = F.avg_pool2d(xe, **kw), TF.avg_pool2d(xt, **kw)
     close(ye, yt)
     backward_both(ye, yt)
@@ -156,7 +156,7 @@ def test_avg_pool2d_matches_torch(kw):
 
 
 def test_avg_pool1d_matches_torch():
-    xe, xt = pair(2, 3, 10)
+    xe, xt = random_pair(2, 3, 10)
     close(
         F.avg_pool1d(xe, 3, 2, 1, count_include_pad=False),
         TF.avg_pool1d(xt, 3, 2, 1, count_include_pad=False),
@@ -165,7 +165,7 @@ def test_avg_pool1d_matches_torch():
 
 @pytest.mark.parametrize("size", [1, (3, 5), (2, 4), (None, 3)])
 def test_adaptive_avg_pool2d_matches_torch(size):
-    xe, xt = pair(2, 3, 7, 8)
+    xe, xt = random_pair(2, 3, 7, 8)
     ye, yt = F.adaptive_avg_pool2d(xe, size), TF.adaptive_avg_pool2d(xt, size)
     close(ye, yt)
     backward_both(ye, yt)
@@ -184,9 +184,9 @@ def test_pooling_gradchecks_including_double_backward():
 # ----------------------------------------------------------------------------- normalisation
 @pytest.mark.parametrize("shape", [(5, 3), (4, 3, 7), (2, 3, 4, 5)])
 def test_batch_norm_training_matches_torch_including_running_stats(shape):
-    xe, xt = pair(*shape)
-    we, wt = pair(3, seed=1)
-    be, bt = pair(3, seed=2)
+    xe, xt = random_pair(*shape)
+    we, wt = random_pair(3, seed=1)
+    be, bt = random_pair(3, seed=2)
     rme, rve = engine.zeros(3, dtype=engine.float64), engine.ones(3, dtype=engine.float64)
     rmt, rvt = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
     ye = F.batch_norm(xe, rme, rve, we, be, training=True, momentum=0.3)
@@ -200,9 +200,9 @@ def test_batch_norm_training_matches_torch_including_running_stats(shape):
 
 
 def test_batch_norm_eval_uses_running_stats():
-    xe, xt = pair(4, 3, 5)
+    xe, xt = random_pair(4, 3, 5)
     rm, rv = np.array([0.5, -1.0, 2.0]), np.array([1.5, 0.2, 3.0])
-    we, wt = pair(3, seed=1)
+    we, wt = random_pair(3, seed=1)
     ye = F.batch_norm(xe, engine.tensor(rm), engine.tensor(rv), we, None, training=False)
     yt = TF.batch_norm(xt, torch.tensor(rm), torch.tensor(rv), wt, None, training=False)
     close(ye, yt)
@@ -217,17 +217,17 @@ def test_batch_norm_rejects_one_value_per_channel_in_training():
 
 
 def test_layer_and_group_norm_match_torch():
-    xe, xt = pair(3, 4, 5)
-    we, wt = pair(4, 5, seed=1)
-    be, bt = pair(4, 5, seed=2)
+    xe, xt = random_pair(3, 4, 5)
+    we, wt = random_pair(4, 5, seed=1)
+    be, bt = random_pair(4, 5, seed=2)
     ye, yt = F.layer_norm(xe, (4, 5), we, be), TF.layer_norm(xt, (4, 5), wt, bt)
     close(ye, yt)
     backward_both(ye, yt)
     for e, t in ((xe, xt), (we, wt), (be, bt)):
         close(e.grad, t.grad, atol=1e-8)
-    xe, xt = pair(2, 6, 3, 2)
-    we, wt = pair(6, seed=3)
-    be, bt = pair(6, seed=4)
+    xe, xt = random_pair(2, 6, 3, 2)
+    we, wt = random_pair(6, seed=3)
+    be, bt = random_pair(6, seed=4)
     ye, yt = F.group_norm(xe, 3, we, be), TF.group_norm(xt, 3, wt, bt)
     close(ye, yt)
     backward_both(ye, yt)
@@ -266,7 +266,7 @@ ACTIVATIONS = [
 
 @pytest.mark.parametrize("name,kw", ACTIVATIONS)
 def test_activation_matches_torch_and_gradchecks(name, kw):
-    xe, xt = pair(3, 4, 5)
+    xe, xt = random_pair(3, 4, 5)
     ye, yt = getattr(F, name)(xe, **kw), getattr(TF, name)(xt, **kw)
     close(ye, yt)
     backward_both(ye, yt)
@@ -311,7 +311,7 @@ def test_dropout2d_zeros_whole_channels():
 # ----------------------------------------------------------------------------- padding, one-hot, embedding
 @pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
 def test_pad_matches_torch(mode):
-    xe, xt = pair(2, 3, 4, 5)
+    xe, xt = random_pair(2, 3, 4, 5)
     p = (1, 2, 2, 1)
     ye, yt = F.pad(xe, p, mode=mode), TF.pad(xt, p, mode=mode)
     close(ye, yt)
@@ -326,7 +326,7 @@ def test_one_hot_matches_torch():
 
 
 def test_embedding_matches_torch_with_padding_idx():
-    we, wt = pair(6, 3)
+    we, wt = random_pair(6, 3)
     idx = np.array([[0, 2, 2], [5, 1, 0]])
     ye, yt = (
         F.embedding(engine.tensor(idx), we, padding_idx=2),
@@ -342,8 +342,8 @@ def test_embedding_matches_torch_with_padding_idx():
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_regression_losses_match_torch(reduction):
     for name, kw in (("mse_loss", {}), ("l1_loss", {}), ("smooth_l1_loss", {"beta": 0.5})):
-        xe, xt = pair(4, 3)
-        te, tt = pair(4, 3, seed=5, requires_grad=False)
+        xe, xt = random_pair(4, 3)
+        te, tt = random_pair(4, 3, seed=5, requires_grad=False)
         ye = getattr(F, name)(xe, te, reduction=reduction, **kw)
         yt = getattr(TF, name)(xt, tt, reduction=reduction, **kw)
         close(ye, yt)
@@ -365,7 +365,7 @@ CE_CASES = [
 @pytest.mark.parametrize("case", CE_CASES)
 def test_cross_entropy_with_class_indices_matches_torch(case):
     shape, kw = case["shape"], dict(case["kw"])
-    xe, xt = pair(*shape)
+    xe, xt = random_pair(*shape)
     target = np.random.default_rng(4).integers(0, shape[1], (shape[0],) + shape[2:])
     w = kw.pop("weight", None)
     ye = F.cross_entropy(
@@ -381,7 +381,7 @@ def test_cross_entropy_with_class_indices_matches_torch(case):
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.25])
 def test_cross_entropy_with_class_probabilities_matches_torch(smoothing):
-    xe, xt = pair(5, 3, 2)
+    xe, xt = random_pair(5, 3, 2)
     p = np.random.default_rng(1).dirichlet(np.ones(3), (5, 2)).transpose(0, 2, 1).copy()
     w = [1.0, 0.5, 2.0]
     ye = F.cross_entropy(
@@ -411,7 +411,7 @@ def test_cross_entropy_reports_out_of_range_targets():
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_nll_loss_matches_torch_with_weights_and_ignore_index(reduction):
-    xe, xt = pair(6, 4, 3)
+    xe, xt = random_pair(6, 4, 3)
     target = np.random.default_rng(4).integers(0, 4, (6, 3))
     w = [0.5, 2.0, 1.0, 3.0]
     ye = F.nll_loss(
@@ -426,9 +426,9 @@ def test_nll_loss_matches_torch_with_weights_and_ignore_index(reduction):
 
 
 def test_binary_cross_entropy_matches_torch_including_the_log_clamp():
-    xe, xt = pair(4, 3, low=0.01, high=0.99)
-    te, tt = pair(4, 3, seed=2, low=0.0, high=1.0)
-    we, wt = pair(4, 3, seed=3, requires_grad=False, low=0.5, high=2.0)
+    xe, xt = random_pair(4, 3, low=0.01, high=0.99)
+    te, tt = random_pair(4, 3, seed=2, low=0.0, high=1.0)
+    we, wt = random_pair(4, 3, seed=3, requires_grad=False, low=0.5, high=2.0)
     ye, yt = F.binary_cross_entropy(xe, te, we), TF.binary_cross_entropy(xt, tt, wt)
     close(ye, yt)
     backward_both(ye, yt)
@@ -444,9 +444,9 @@ def test_binary_cross_entropy_matches_torch_including_the_log_clamp():
 
 
 def test_bce_with_logits_matches_torch_with_pos_weight_and_is_stable():
-    xe, xt = pair(5, 3)
-    te, tt = pair(5, 3, seed=2, low=0.0, high=1.0)
-    pe, pt = pair(3, seed=3, low=0.5, high=3.0, requires_grad=False)
+    xe, xt = random_pair(5, 3)
+    te, tt = random_pair(5, 3, seed=2, low=0.0, high=1.0)
+    pe, pt = random_pair(3, seed=3, low=0.5, high=3.0, requires_grad=False)
     ye = F.binary_cross_entropy_with_logits(xe * 30, te, pos_weight=pe)
     yt = TF.binary_cross_entropy_with_logits(xt * 30, tt, pos_weight=pt)
     close(ye, yt)
@@ -459,7 +459,7 @@ def test_bce_with_logits_matches_torch_with_pos_weight_and_is_stable():
 
 @pytest.mark.parametrize("reduction,log_target", [("batchmean", False), ("sum", True), ("none", False)])
 def test_kl_div_matches_torch(reduction, log_target):
-    xe, xt = pair(4, 3)
+    xe, xt = random_pair(4, 3)
     p = np.random.default_rng(2).dirichlet(np.ones(3), 4)
     p[0, 1] = 0.0  # a zero target contributes zero, not nan
     if log_target:

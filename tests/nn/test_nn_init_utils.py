@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from nn_helpers import close
+from torch_compare import close
 
 import engine
 import engine.nn as nn

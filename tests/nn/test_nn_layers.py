@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from nn_helpers import backward_both, close, copy_weights, pair
+from torch_compare import backward_both, close, copy_engine_into_torch, random_pair
 
 import engine
 import engine.nn as nn
@@ -52,7 +52,7 @@ def _twins(expr: str):
     t = eval("nn." + expr, {"nn": torch.nn})  # noqa: S307
     e.double()
     t.double()
-    copy_weights(e, t)
+    copy_engine_into_torch(e, t)
     return e, t
 
 
@@ -62,7 +62,7 @@ def test_layer_matches_torch_in_train_and_eval(expr, shape):
     for mode in ("train", "eval"):
         getattr(e, mode)()
         getattr(t, mode)()
-        xe, xt = pair(*shape, seed=3)
+        xe, xt = random_pair(*shape, seed=3)
         ye, yt = e(xe), t(xt)
         close(ye, yt)
         e.zero_grad()
@@ -75,8 +75,8 @@ def test_layer_matches_torch_in_train_and_eval(expr, shape):
 
 def test_bilinear_matches_torch():
     e, t = _twins("Bilinear(3, 4, 2)")
-    ae, at = pair(5, 3, seed=1)
-    be, bt = pair(5, 4, seed=2)
+    ae, at = random_pair(5, 3, seed=1)
+    be, bt = random_pair(5, 4, seed=2)
     ye, yt = e(ae, be), t(at, bt)
     close(ye, yt)
     backward_both(ye, yt)
@@ -96,7 +96,7 @@ def test_bilinear_matches_torch():
 def test_batch_norm_layers_track_running_stats_like_torch(expr, shape):
     e, t = _twins(expr)
     for step in range(3):
-        xe, xt = pair(*shape, seed=step)
+        xe, xt = random_pair(*shape, seed=step)
         ye, yt = e(xe), t(xt)
         close(ye, yt)
         e.zero_grad()
@@ -109,7 +109,7 @@ def test_batch_norm_layers_track_running_stats_like_torch(expr, shape):
         close(be, bt)
     e.eval()
     t.eval()
-    xe, xt = pair(*shape, seed=9)
+    xe, xt = random_pair(*shape, seed=9)
     ye, yt = e(xe), t(xt)
     close(ye, yt)
     backward_both(ye, yt)
@@ -185,11 +185,11 @@ def test_loss_modules_match_torch(expr, kind):
         p = rng.uniform(0.05, 0.95, (6, 5))
         te, tt = engine.tensor(p), torch.tensor(p)
     else:
-        te, tt = pair(6, 5, seed=2, requires_grad=False)
+        te, tt = random_pair(6, 5, seed=2, requires_grad=False)
     if expr.startswith("BCELoss"):
-        xe, xt = pair(6, 5, seed=4, low=0.05, high=0.95)
+        xe, xt = random_pair(6, 5, seed=4, low=0.05, high=0.95)
     else:
-        xe, xt = pair(6, 5, seed=4)
+        xe, xt = random_pair(6, 5, seed=4)
     ye, yt = e(xe, te), t(xt, tt)
     close(ye, yt)
     backward_both(ye, yt)

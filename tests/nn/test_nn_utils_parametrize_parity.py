@@ -4,7 +4,6 @@ and a few training steps of weight_norm, spectral_norm and orthogonal layers tha
 
 import copy
 import pickle
-import re
 import warnings
 
 import numpy as np
@@ -12,45 +11,25 @@ import pytest
 import torch
 import torch.nn.utils.parametrizations as tpz
 import torch.nn.utils.parametrize as tp
+from torch_compare import (
+    assert_same_structure,
+    close,
+    copy_torch_into_engine,
+    module_pair,
+    same_error,
+    to_engine,
+)
 
 import engine
 import engine.nn as nn
 import engine.nn.utils.parametrizations as epz
 import engine.nn.utils.parametrize as ep
 from engine.autograd import gradcheck
-from tests.nn.sweep_helpers import assert_close, raised, to_engine
-
-
-def _copy_state(e, t) -> None:
-    e.load_state_dict({k: to_engine(v) for k, v in t.state_dict().items()})
-
-
-def _same_structure(e, t) -> None:
-    assert repr(e) == repr(t)
-    assert [n for n, _ in e.named_parameters()] == [n for n, _ in t.named_parameters()]
-    assert [n for n, _ in e.named_buffers()] == [n for n, _ in t.named_buffers()]
-    assert [(k, tuple(v.shape)) for k, v in e.state_dict().items()] == [
-        (k, tuple(v.shape)) for k, v in t.state_dict().items()
-    ]
-
-
-def _same_error(fn_e, fn_t) -> None:
-    e, t = raised(fn_e), raised(fn_t)
-    assert t is not None, "torch accepts this"
-    assert e == (t[0], re.sub(r"\btorch\.", "engine.", t[1])), (e, t)
 
 
 def _layer(lib, name, *args, **kw):
     """The same layer in both libraries, float64, with torch's initial values."""
     return getattr(lib.nn, name)(*args, **kw).double()
-
-
-def _pair(name, *args, **kw):
-    torch.manual_seed(0)
-    t = _layer(torch, name, *args, **kw)
-    e = _layer(engine, name, *args, **kw)
-    _copy_state(e, t)
-    return e, t
 
 
 def _parametrizations(lib):
@@ -108,12 +87,12 @@ def _sgd_steps(e, t, make_input, steps=3, lr=0.1, loss=lambda y: (y * y).sum()):
     for step in range(steps):
         x = make_input(step)
         ye, yt = e(to_engine(x)), t(torch.tensor(x))
-        assert_close(ye, yt, f"output at step {step}", atol=1e-10, rtol=1e-8)
+        close(ye, yt, f"output at step {step}", atol=1e-10, rtol=1e-8)
         loss(ye).backward()
         loss(yt).backward()
         t_params = dict(t.named_parameters())
         for name, p in e.named_parameters():
-            assert_close(p.grad, t_params[name].grad, f"grad of {name} at step {step}", atol=1e-9, rtol=1e-7)
+            close(p.grad, t_params[name].grad, f"grad of {name} at step {step}", atol=1e-9, rtol=1e-7)
         with engine.no_grad():
             for p in e.parameters():
                 p -= lr * p.grad
@@ -124,7 +103,7 @@ def _sgd_steps(e, t, make_input, steps=3, lr=0.1, loss=lambda y: (y * y).sum()):
                 p.grad = None
         t_buffers = dict(t.named_buffers())
         for name, b in e.named_buffers():
-            assert_close(b, t_buffers[name], f"buffer {name} at step {step}", atol=1e-10, rtol=1e-8)
+            close(b, t_buffers[name], f"buffer {name} at step {step}", atol=1e-10, rtol=1e-8)
 
 
 def _inputs(*shape):
@@ -134,10 +113,10 @@ def _inputs(*shape):
 
 # ----------------------------------------------------------------------------- register / remove
 def test_registering_swaps_the_class_and_names_things_like_torch():
-    e, t = _pair("Linear", 3, 3)
+    e, t = module_pair("Linear", 3, 3)
     ep.register_parametrization(e, "weight", E["Symmetric"]())
     tp.register_parametrization(t, "weight", T["Symmetric"]())
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     assert type(e).__name__ == "ParametrizedLinear" and isinstance(e, nn.Linear)
     assert ep.type_before_parametrizations(e) is nn.Linear
     assert ep.is_parametrized(e) and ep.is_parametrized(e, "weight") and not ep.is_parametrized(e, "bias")
@@ -145,23 +124,23 @@ def test_registering_swaps_the_class_and_names_things_like_torch():
     assert isinstance(e.parametrizations.weight, ep.ParametrizationList)
     w = e.weight.detach().numpy()
     np.testing.assert_array_equal(w, w.T)
-    assert_close(e.weight, t.weight, "symmetric weight")
+    close(e.weight, t.weight, "symmetric weight")
 
 
 def test_parametrized_weight_gradients_match_torch_and_gradcheck():
-    e, t = _pair("Linear", 4, 4)
+    e, t = module_pair("Linear", 4, 4)
     ep.register_parametrization(e, "weight", E["Symmetric"]())
     tp.register_parametrization(t, "weight", T["Symmetric"]())
     ep.register_parametrization(e, "weight", E["Scaled"](3.0))  # chained
     tp.register_parametrization(t, "weight", T["Scaled"](3.0))
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     _sgd_steps(e, t, _inputs(5, 4), steps=2)
     original = e.parametrizations.weight.original
     assert gradcheck(lambda w: e.parametrizations.weight[1](e.parametrizations.weight[0](w)), (original,))
 
 
 def test_assigning_the_weight_stores_its_right_inverse_in_the_original():
-    e, t = _pair("Linear", 3, 3)
+    e, t = module_pair("Linear", 3, 3)
     for m, P in ((e, E), (t, T)):
         p_obj = m.weight
         (ep if m is e else tp).register_parametrization(m, "weight", P["Scaled"](2.0))
@@ -169,62 +148,62 @@ def test_assigning_the_weight_stores_its_right_inverse_in_the_original():
     value = np.arange(9.0).reshape(3, 3)
     e.weight = to_engine(value)
     t.weight = torch.tensor(value)
-    assert_close(e.parametrizations.weight.original, t.parametrizations.weight.original, "original")
-    assert_close(e.weight, t.weight, "weight after assignment")
+    close(e.parametrizations.weight.original, t.parametrizations.weight.original, "original")
+    close(e.weight, t.weight, "weight after assignment")
     np.testing.assert_allclose(e.parametrizations.weight.original.detach().numpy(), value / 2)
 
 
 def test_right_inverse_with_two_outputs_registers_original0_and_original1():
-    e, t = _pair("Linear", 2, 3)
+    e, t = module_pair("Linear", 2, 3)
     ep.register_parametrization(e, "weight", E["Halves"]())
     tp.register_parametrization(t, "weight", T["Halves"]())
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     assert list(e.state_dict()) == [
         "bias",
         "parametrizations.weight.original0",
         "parametrizations.weight.original1",
     ]
-    assert_close(e.weight, t.weight, "weight")
+    close(e.weight, t.weight, "weight")
     _sgd_steps(e, t, _inputs(4, 2), steps=2)
     ep.remove_parametrizations(e, "weight")
     tp.remove_parametrizations(t, "weight")
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     assert type(e.weight) is nn.Parameter and e.weight.requires_grad
-    assert_close(e.weight, t.weight, "weight left parametrized")
+    close(e.weight, t.weight, "weight left parametrized")
 
 
 @pytest.mark.parametrize("leave_parametrized", [True, False])
 def test_remove_parametrizations_restores_class_and_parameter(leave_parametrized):
-    e, t = _pair("Linear", 3, 3)
+    e, t = module_pair("Linear", 3, 3)
     for m, P, mod in ((e, E, ep), (t, T, tp)):
         mod.register_parametrization(m, "weight", P["Symmetric"]())
         mod.register_parametrization(m, "bias", P["Scaled"](2.0))
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     original = e.parametrizations.weight.original
     ep.remove_parametrizations(e, "weight", leave_parametrized=leave_parametrized)
     tp.remove_parametrizations(t, "weight", leave_parametrized=leave_parametrized)
-    _same_structure(e, t)  # still ParametrizedLinear: the bias is parametrized
+    assert_same_structure(e, t)  # still ParametrizedLinear: the bias is parametrized
     assert e.weight is original and type(e).__name__ == "ParametrizedLinear"
-    assert_close(e.weight, t.weight, "weight")
+    close(e.weight, t.weight, "weight")
     ep.remove_parametrizations(e, "bias", leave_parametrized=leave_parametrized)
     tp.remove_parametrizations(t, "bias", leave_parametrized=leave_parametrized)
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     assert type(e) is nn.Linear and not hasattr(e, "parametrizations")
-    assert_close(e.bias, t.bias, "bias")
+    close(e.bias, t.bias, "bias")
 
 
 def test_a_buffer_can_be_parametrized():
-    e, t = _pair("BatchNorm1d", 3)
+    e, t = module_pair("BatchNorm1d", 3)
     with torch.no_grad():
         t.running_var.uniform_(1, 2)
-    _copy_state(e, t)
+    copy_torch_into_engine(e, t)
     ep.register_parametrization(e, "running_var", E["Scaled"](0.5))
     tp.register_parametrization(t, "running_var", T["Scaled"](0.5))
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     e.eval()
     t.eval()
     x = np.random.default_rng(0).standard_normal((4, 3))
-    assert_close(e(to_engine(x)), t(torch.tensor(x)), "eval output")
+    close(e(to_engine(x)), t(torch.tensor(x)), "eval output")
 
 
 def test_cached_computes_each_parametrization_once_like_torch():
@@ -238,7 +217,7 @@ def test_cached_computes_each_parametrization_once_like_torch():
 
         return Counted()
 
-    e, t = _pair("Linear", 2, 2)
+    e, t = module_pair("Linear", 2, 2)
     ep.register_parametrization(e, "weight", counting(engine, "e"))
     tp.register_parametrization(t, "weight", counting(torch, "t"))
     counts.clear()
@@ -255,20 +234,20 @@ def test_cached_computes_each_parametrization_once_like_torch():
 
 
 def test_pickling_is_refused_but_deepcopy_and_state_dict_work():
-    e, t = _pair("Linear", 3, 3)
+    e, t = module_pair("Linear", 3, 3)
     ep.register_parametrization(e, "weight", E["Symmetric"]())
     tp.register_parametrization(t, "weight", T["Symmetric"]())
-    _same_error(lambda: pickle.dumps(e), lambda: pickle.dumps(t))
+    same_error(lambda: pickle.dumps(e), lambda: pickle.dumps(t))
     clone = copy.deepcopy(e)
     assert (
         type(clone) is type(e)
         and clone.parametrizations.weight.original is not e.parametrizations.weight.original
     )
-    assert_close(clone.weight, t.weight, "deep-copied weight")
+    close(clone.weight, t.weight, "deep-copied weight")
     with torch.no_grad():
         t.parametrizations.weight.original.mul_(3)
-    _copy_state(clone, t)  # torch's parametrized state_dict loads as is
-    assert_close(clone.weight, t.weight, "weight after load_state_dict")
+    copy_torch_into_engine(clone, t)  # torch's parametrized state_dict loads as is
+    close(clone.weight, t.weight, "weight after load_state_dict")
 
 
 def _errors_registering(mod, P, lib):
@@ -295,45 +274,45 @@ def _errors_registering(mod, P, lib):
 
 @pytest.mark.parametrize("index", range(12))
 def test_parametrize_errors_match_torch(index):
-    _same_error(_errors_registering(ep, E, engine)[index], _errors_registering(tp, T, torch)[index])
+    same_error(_errors_registering(ep, E, engine)[index], _errors_registering(tp, T, torch)[index])
 
 
 def test_sequence_parametrization_cannot_be_removed_unparametrized():
-    e, t = _pair("Linear", 2, 2)
+    e, t = module_pair("Linear", 2, 2)
     ep.register_parametrization(e, "weight", E["Halves"]())
     tp.register_parametrization(t, "weight", T["Halves"]())
-    _same_error(
+    same_error(
         lambda: ep.remove_parametrizations(e, "weight", leave_parametrized=False),
         lambda: tp.remove_parametrizations(t, "weight", leave_parametrized=False),
     )
 
 
 def test_transfer_parametrizations_and_params_matches_torch():
-    e, t = _pair("Linear", 3, 3)
+    e, t = module_pair("Linear", 3, 3)
     ep.register_parametrization(e, "weight", E["Symmetric"]())
     tp.register_parametrization(t, "weight", T["Symmetric"]())
-    e2, t2 = _pair("Linear", 3, 3)
+    e2, t2 = module_pair("Linear", 3, 3)
     ep.transfer_parametrizations_and_params(e, e2)
     tp.transfer_parametrizations_and_params(t, t2)
-    _same_structure(e2, t2)
+    assert_same_structure(e2, t2)
     assert e2.parametrizations.weight.original is e.parametrizations.weight.original
-    assert_close(e2.weight, t2.weight, "transferred weight")
+    close(e2.weight, t2.weight, "transferred weight")
 
 
 # ----------------------------------------------------------------------------- parametrizations.*
 @pytest.mark.parametrize("dim", [0, 1, -2, None])
 def test_weight_norm_parametrization_registers_and_trains_like_torch(dim):
-    e, t = _pair("Conv2d", 3, 4, 2)
+    e, t = module_pair("Conv2d", 3, 4, 2)
     epz.weight_norm(e, dim=dim)
     tpz.weight_norm(t, dim=dim)
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     for k in ("original0", "original1"):  # right_inverse: (norm except dim, weight)
-        assert_close(getattr(e.parametrizations.weight, k), getattr(t.parametrizations.weight, k), k)
+        close(getattr(e.parametrizations.weight, k), getattr(t.parametrizations.weight, k), k)
     _sgd_steps(e, t, _inputs(2, 3, 5, 5))
     ep.remove_parametrizations(e, "weight")
     tp.remove_parametrizations(t, "weight")
-    _same_structure(e, t)
-    assert_close(e.weight, t.weight, "weight after removal")
+    assert_same_structure(e, t)
+    close(e.weight, t.weight, "weight after removal")
 
 
 def test_weight_norm_parametrization_loads_old_weight_g_weight_v_keys():
@@ -346,7 +325,7 @@ def test_weight_norm_parametrization_loads_old_weight_g_weight_v_keys():
     e.load_state_dict({k: to_engine(v) for k, v in old.state_dict().items()})
     assert list(old.state_dict()) == ["bias", "weight_g", "weight_v"]
     x = np.random.default_rng(0).standard_normal((2, 3))
-    assert_close(e(to_engine(x)), old(torch.tensor(x)), "output with the old-style checkpoint's weights")
+    close(e(to_engine(x)), old(torch.tensor(x)), "output with the old-style checkpoint's weights")
 
 
 @pytest.mark.parametrize("train", [True, False])
@@ -359,11 +338,11 @@ def test_weight_norm_parametrization_loads_old_weight_g_weight_v_keys():
     ],
 )
 def test_spectral_norm_parametrization_trains_like_torch(train, layer, args, shape):
-    e, t = _pair(layer, *args)
+    e, t = module_pair(layer, *args)
     epz.spectral_norm(e, n_power_iterations=2)
     tpz.spectral_norm(t, n_power_iterations=2)
-    _same_structure(e, t)
-    _copy_state(e, t)  # torch's random start vectors _u, _v
+    assert_same_structure(e, t)
+    copy_torch_into_engine(e, t)  # torch's random start vectors _u, _v
     e.train(train)
     t.train(train)
     u0 = e.parametrizations.weight[0]._u.numpy().copy()
@@ -373,11 +352,11 @@ def test_spectral_norm_parametrization_trains_like_torch(train, layer, args, sha
 
 
 def test_spectral_norm_of_a_vector_normalises_it_and_sigma_is_the_top_singular_value():
-    e, t = _pair("Linear", 4, 3)
+    e, t = module_pair("Linear", 4, 3)
     epz.spectral_norm(e, name="bias")
     tpz.spectral_norm(t, name="bias")
-    _same_structure(e, t)
-    assert_close(e.bias, t.bias, "normalised bias")
+    assert_same_structure(e, t)
+    close(e.bias, t.bias, "normalised bias")
     m = epz.spectral_norm(_layer(engine, "Linear", 6, 5))  # 15 power iterations at registration
     top = np.linalg.svd(m.weight.detach().numpy(), compute_uv=False)[0]
     assert abs(top - 1) < 1e-3
@@ -405,64 +384,64 @@ SPECTRAL_ERRORS = [
 @pytest.mark.parametrize("index", range(len(SPECTRAL_ERRORS)))
 def test_parametrizations_errors_match_torch(index):
     fn = SPECTRAL_ERRORS[index]
-    _same_error(lambda: fn(epz, engine), lambda: fn(tpz, torch))
+    same_error(lambda: fn(epz, engine), lambda: fn(tpz, torch))
 
 
 @pytest.mark.parametrize("orthogonal_map", ["matrix_exp", "cayley", "householder"])
 @pytest.mark.parametrize("use_trivialization", [True, False])
 @pytest.mark.parametrize("in_out", [(4, 4), (3, 5), (5, 3)])
 def test_orthogonal_registers_and_trains_like_torch(orthogonal_map, use_trivialization, in_out):
-    e, t = _pair("Linear", *in_out)
+    e, t = module_pair("Linear", *in_out)
     kw = {"orthogonal_map": orthogonal_map, "use_trivialization": use_trivialization}
     epz.orthogonal(e, **kw)
     tpz.orthogonal(t, **kw)
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     W = e.weight.detach().numpy()
     gram = W @ W.T if W.shape[0] < W.shape[1] else W.T @ W
     np.testing.assert_allclose(gram, np.eye(gram.shape[0]), atol=1e-12)
     square = in_out[0] == in_out[1]
     if square or not use_trivialization:  # deterministic from the initial weight (no random completion)
-        assert_close(e.weight, t.weight, "weight at registration", atol=1e-12)
+        close(e.weight, t.weight, "weight at registration", atol=1e-12)
         for k, v in t.state_dict().items():
-            assert_close(e.state_dict()[k], v, k, atol=1e-12)
-    _copy_state(e, t)
+            close(e.state_dict()[k], v, k, atol=1e-12)
+    copy_torch_into_engine(e, t)
     _sgd_steps(e, t, _inputs(3, in_out[0]))
 
 
 def test_orthogonal_assignment_with_householder_matches_torch():
-    e, t = _pair("Linear", 4, 4)
+    e, t = module_pair("Linear", 4, 4)
     epz.orthogonal(e, orthogonal_map="householder", use_trivialization=False)
     tpz.orthogonal(t, orthogonal_map="householder", use_trivialization=False)
     Q = np.linalg.qr(np.random.default_rng(2).standard_normal((4, 4)))[0]
     e.weight = to_engine(Q)
     t.weight = torch.tensor(Q)
-    assert_close(
+    close(
         e.parametrizations.weight.original, t.parametrizations.weight.original, "reflectors", atol=1e-12
     )
-    assert_close(e.weight, t.weight, "assigned orthogonal weight", atol=1e-12)
+    close(e.weight, t.weight, "assigned orthogonal weight", atol=1e-12)
     np.testing.assert_allclose(e.weight.detach().numpy(), Q, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------- hook-based (older) API
 @pytest.mark.parametrize("dim", [0, 1, None])
 def test_hook_weight_norm_matches_torch(dim):
-    e, t = _pair("Conv2d", 3, 4, 2)
+    e, t = module_pair("Conv2d", 3, 4, 2)
     with pytest.warns(FutureWarning, match="deprecated in favor of"):
         nn.utils.weight_norm(e, dim=dim)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         torch.nn.utils.weight_norm(t, dim=dim)
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     assert list(e.state_dict()) == ["bias", "weight_g", "weight_v"] and "weight" in e.__dict__
-    assert_close(e.weight_g, t.weight_g, "weight_g")
+    close(e.weight_g, t.weight_g, "weight_g")
     _sgd_steps(e, t, _inputs(2, 3, 4, 4))
-    _same_error(lambda: nn.utils.weight_norm(e), lambda: torch.nn.utils.weight_norm(t))
+    same_error(lambda: nn.utils.weight_norm(e), lambda: torch.nn.utils.weight_norm(t))
     nn.utils.remove_weight_norm(e)
     torch.nn.utils.remove_weight_norm(t)
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     assert type(e.weight) is nn.Parameter
-    assert_close(e.weight, t.weight, "weight after removal")
-    _same_error(lambda: nn.utils.remove_weight_norm(e), lambda: torch.nn.utils.remove_weight_norm(t))
+    close(e.weight, t.weight, "weight after removal")
+    same_error(lambda: nn.utils.remove_weight_norm(e), lambda: torch.nn.utils.remove_weight_norm(t))
 
 
 @pytest.mark.parametrize("train", [True, False])
@@ -470,22 +449,22 @@ def test_hook_weight_norm_matches_torch(dim):
     "layer,args,shape", [("Linear", (5, 4), (3, 5)), ("ConvTranspose2d", (3, 4, 2), (2, 3, 4, 4))]
 )
 def test_hook_spectral_norm_matches_torch(train, layer, args, shape):
-    e, t = _pair(layer, *args)
+    e, t = module_pair(layer, *args)
     nn.utils.spectral_norm(e, n_power_iterations=2)
     torch.nn.utils.spectral_norm(t, n_power_iterations=2)
-    _same_structure(e, t)
+    assert_same_structure(e, t)
     assert list(e.state_dict()) == ["bias", "weight_orig", "weight_u", "weight_v"]
-    _copy_state(e, t)
+    copy_torch_into_engine(e, t)
     e.train(train)
     t.train(train)
     _sgd_steps(e, t, _inputs(*shape))
-    _same_error(lambda: nn.utils.spectral_norm(e), lambda: torch.nn.utils.spectral_norm(t))
+    same_error(lambda: nn.utils.spectral_norm(e), lambda: torch.nn.utils.spectral_norm(t))
     nn.utils.remove_spectral_norm(e)
     torch.nn.utils.remove_spectral_norm(t)
-    _same_structure(e, t)
-    assert_close(e.weight, t.weight, "weight after removal")
-    _same_error(lambda: nn.utils.remove_spectral_norm(e), lambda: torch.nn.utils.remove_spectral_norm(t))
-    _same_error(
+    assert_same_structure(e, t)
+    close(e.weight, t.weight, "weight after removal")
+    same_error(lambda: nn.utils.remove_spectral_norm(e), lambda: torch.nn.utils.remove_spectral_norm(t))
+    same_error(
         lambda: nn.utils.spectral_norm(e, n_power_iterations=0),
         lambda: torch.nn.utils.spectral_norm(t, n_power_iterations=0),
     )

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 from torch.nn.utils import rnn as trnn
+from torch_compare import backward_both, close, pairs, raised, to_engine, to_torch
 
 import engine
 import engine.nn as nn
 from engine.autograd import gradcheck
 from engine.nn.utils import rnn as ernn
-from tests.nn.sweep_helpers import assert_close, raised, to_engine, to_torch
 
 
 def _seqs(lengths, *trailing, seed=0):
@@ -19,28 +19,17 @@ def _seqs(lengths, *trailing, seed=0):
     return [rng.standard_normal((n, *trailing)) for n in lengths]
 
 
-def _both(arrays, requires_grad=False):
-    return [to_engine(a, requires_grad) for a in arrays], [to_torch(a, requires_grad) for a in arrays]
-
-
-def _backward_both(e_out, t_out, seed=1):
-    """Backward the same random weighting of every output element through both libraries."""
-    g = np.random.default_rng(seed).standard_normal(tuple(t_out.shape))
-    (e_out * to_engine(g)).sum().backward()
-    (t_out * to_torch(g)).sum().backward()
-
-
 # ----------------------------------------------------------------------------- pad_sequence
 @pytest.mark.parametrize("batch_first", [False, True])
 @pytest.mark.parametrize("padding_side", ["right", "left"])
 def test_pad_sequence_values_and_gradients_match_torch(batch_first, padding_side):
-    e_in, t_in = _both(_seqs([3, 5, 1, 5], 2, 3), requires_grad=True)
+    e_in, t_in = pairs(_seqs([3, 5, 1, 5], 2, 3), requires_grad=True)
     kw = {"batch_first": batch_first, "padding_value": -2.5, "padding_side": padding_side}
     e_out, t_out = ernn.pad_sequence(e_in, **kw), trnn.pad_sequence(t_in, **kw)
-    assert_close(e_out, t_out, "padded")
-    _backward_both(e_out, t_out)
+    close(e_out, t_out, "padded")
+    backward_both(e_out, t_out, seed=1)
     for i, (a, b) in enumerate(zip(e_in, t_in)):
-        assert_close(a.grad, b.grad, f"grad of sequence {i}")
+        close(a.grad, b.grad, f"grad of sequence {i}")
 
 
 def test_pad_sequence_takes_the_first_sequence_dtype_and_any_iterable():
@@ -84,15 +73,15 @@ def test_pack_padded_sequence_matches_torch_and_round_trips(batch_first, lengths
     ep = ernn.pack_padded_sequence(ex, lengths, batch_first=batch_first, enforce_sorted=enforce_sorted)
     tp = trnn.pack_padded_sequence(tx, lengths, batch_first=batch_first, enforce_sorted=enforce_sorted)
     assert isinstance(ep, ernn.PackedSequence) and isinstance(ep, tuple)
-    assert_close(ep.data, tp.data, "data")
+    close(ep.data, tp.data, "data")
     for field in ("batch_sizes", "sorted_indices", "unsorted_indices"):
         a, b = getattr(ep, field), getattr(tp, field)
         assert (a is None) == (b is None), field
         if b is not None:
             assert a.tolist() == b.tolist() and a.dtype == engine.int64, field
     # gradient through packing: zero on the padding
-    _backward_both(ep.data, tp.data)
-    assert_close(ex.grad, tx.grad, "grad of the padded input")
+    backward_both(ep.data, tp.data, seed=1)
+    close(ex.grad, tx.grad, "grad of the padded input")
     # and back, with extra steps
     e_pad, e_len = ernn.pad_packed_sequence(
         ep, batch_first=batch_first, padding_value=7.0, total_length=T + 2
@@ -100,7 +89,7 @@ def test_pack_padded_sequence_matches_torch_and_round_trips(batch_first, lengths
     t_pad, t_len = trnn.pad_packed_sequence(
         tp, batch_first=batch_first, padding_value=7.0, total_length=T + 2
     )
-    assert_close(e_pad, t_pad, "re-padded")
+    close(e_pad, t_pad, "re-padded")
     assert e_len.tolist() == t_len.tolist() == lengths and e_len.dtype == engine.int64
 
 
@@ -112,9 +101,9 @@ def test_pad_packed_sequence_gradients_match_torch():
     tp = trnn.PackedSequence(td, torch.tensor(sizes), torch.tensor(order))
     e_out, _ = ernn.pad_packed_sequence(ep, batch_first=True)
     t_out, _ = trnn.pad_packed_sequence(tp, batch_first=True)
-    assert_close(e_out, t_out, "padded")
-    _backward_both(e_out, t_out)
-    assert_close(ed.grad, td.grad, "grad of packed data")
+    close(e_out, t_out, "padded")
+    backward_both(e_out, t_out, seed=1)
+    close(ed.grad, td.grad, "grad of packed data")
 
 
 def test_packing_and_unpacking_pass_gradcheck():
@@ -129,25 +118,25 @@ def test_packing_and_unpacking_pass_gradcheck():
 
 
 def test_pack_sequence_unpack_sequence_and_unpad_sequence_match_torch():
-    e_in, t_in = _both(_seqs([2, 4, 3], 2), requires_grad=True)
+    e_in, t_in = pairs(_seqs([2, 4, 3], 2), requires_grad=True)
     ep, tp = ernn.pack_sequence(e_in, enforce_sorted=False), trnn.pack_sequence(t_in, enforce_sorted=False)
-    assert_close(ep.data, tp.data, "packed")
+    close(ep.data, tp.data, "packed")
     e_back, t_back = ernn.unpack_sequence(ep), trnn.unpack_sequence(tp)
     assert len(e_back) == len(t_back) == 3
     for a, b in zip(e_back, t_back):
-        assert_close(a, b, "unpacked")
+        close(a, b, "unpacked")
     padded = np.random.default_rng(5).standard_normal((5, 3, 2))
     for batch_first, lengths in ((False, [5, 2, 3]), (True, [1, 3, 2, 3, 1])):
         e_un = ernn.unpad_sequence(to_engine(padded), engine.tensor(lengths), batch_first=batch_first)
         t_un = trnn.unpad_sequence(to_torch(padded), torch.tensor(lengths), batch_first=batch_first)
         assert len(e_un) == len(t_un)
         for a, b in zip(e_un, t_un):
-            assert_close(a, b, "unpadded")
+            close(a, b, "unpadded")
     too_few = lambda L, R: R.unpad_sequence(L.zeros(5, 3, 2), L.tensor([5, 2]))
     assert raised(too_few, *_lib("engine")) == raised(too_few, *_lib("torch")) is not None
-    _backward_both(engine.cat(e_back), torch.cat(t_back))
+    backward_both(engine.cat(e_back), torch.cat(t_back), seed=1)
     for a, b in zip(e_in, t_in):
-        assert_close(a.grad, b.grad, "grad through pack_sequence + unpack_sequence")
+        close(a.grad, b.grad, "grad through pack_sequence + unpack_sequence")
 
 
 def _lib(lib):
@@ -235,21 +224,21 @@ def test_packed_rnn_lstm_gru_forward_and_backward_match_torch(kind, extra, lengt
     t_out, t_h = t(trnn.pack_padded_sequence(tx, lengths, enforce_sorted=enforce_sorted), t_hx)
     assert isinstance(e_out, ernn.PackedSequence)
     assert e_out.batch_sizes.tolist() == t_out.batch_sizes.tolist()
-    assert_close(e_out.data, t_out.data, "packed output")
+    close(e_out.data, t_out.data, "packed output")
     e_states, t_states = _flat_states(e_h), _flat_states(t_h)
     for i, (a, b) in enumerate(zip(e_states, t_states)):
-        assert_close(a, b, f"final state {i}")
+        close(a, b, f"final state {i}")
     e_pad, _ = ernn.pad_packed_sequence(e_out)
     t_pad, _ = trnn.pad_packed_sequence(t_out)
     e_all = engine.cat([e_pad.reshape(-1)] + [s.reshape(-1) for s in e_states])
     t_all = torch.cat([t_pad.reshape(-1)] + [s.reshape(-1) for s in t_states])
-    _backward_both(e_all, t_all)
-    assert_close(ex.grad, tx.grad, "input grad")
+    backward_both(e_all, t_all, seed=1)
+    close(ex.grad, tx.grad, "input grad")
     for i, (a, b) in enumerate(leaves):
-        assert_close(a.grad, b.grad, f"initial state {i} grad")
+        close(a.grad, b.grad, f"initial state {i} grad")
     t_params = dict(t.named_parameters())
     for name, p in e.named_parameters():
-        assert_close(p.grad, t_params[name].grad, f"grad of {name}")
+        close(p.grad, t_params[name].grad, f"grad of {name}")
 
 
 def test_packed_final_state_is_each_sequence_at_its_own_length():

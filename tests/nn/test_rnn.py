@@ -3,25 +3,12 @@ torch's state_dict by name; gradchecks in float64; an LSTM that learns a toy seq
 import numpy as np
 import pytest
 import torch
+from torch_compare import close, copy_torch_into_engine, to_engine
 
 import engine
 import engine.nn as nn
 from engine.autograd import gradcheck, gradgradcheck
-from engine.nn import functional_seq as FS
-
-
-def _e(t: torch.Tensor, requires_grad: bool = False) -> engine.Tensor:
-    return engine.tensor(t.detach().numpy().copy(), requires_grad=requires_grad)
-
-
-def _load_torch_weights(ours, theirs) -> None:
-    ours.load_state_dict({k: _e(v) for k, v in theirs.state_dict().items()})
-
-
-def _close(a, b, atol=1e-5, rtol=1e-4):
-    a = a.detach().numpy() if isinstance(a, engine.Tensor) else a
-    b = b.detach().numpy() if isinstance(b, torch.Tensor) else b
-    np.testing.assert_allclose(a, b, atol=atol, rtol=rtol)
+from engine.nn.functional import sequence as FS
 
 
 def _pair(kind: str, **kw):
@@ -60,13 +47,13 @@ def test_forward_states_and_all_gradients_match_torch(kind, num_layers, bidirect
     T, B, I, H = 5, 3, 4, 6
     ours, theirs = _pair(kind, input_size=I, hidden_size=H, num_layers=num_layers,
                          bidirectional=bidirectional, batch_first=batch_first)
-    _load_torch_weights(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     D = 2 if bidirectional else 1
     x = torch.randn(*((B, T, I) if batch_first else (T, B, I)), requires_grad=True)
     n_states = 2 if kind == "LSTM" else 1
     states = [torch.randn(num_layers * D, B, H, requires_grad=True) for _ in range(n_states)]
-    ex = _e(x, True)
-    estates = [_e(s, True) for s in states]
+    ex = to_engine(x, True)
+    estates = [to_engine(s, True) for s in states]
     if initial_state:
         hx = tuple(states) if kind == "LSTM" else states[0]
         ehx = tuple(estates) if kind == "LSTM" else estates[0]
@@ -77,57 +64,57 @@ def test_forward_states_and_all_gradients_match_torch(kind, num_layers, bidirect
         eout, est = ours(ex)
     finals = list(st) if kind == "LSTM" else [st]
     efinals = list(est) if kind == "LSTM" else [est]
-    _close(eout, out)
+    close(eout, out)
     for a, b in zip(efinals, finals):
-        _close(a, b)
+        close(a, b)
 
     # a loss that weighs every output element differently, so each gradient path is checked
     weights = [torch.randn(out.shape)] + [torch.randn(f.shape) for f in finals]
     loss = sum((w * t).sum() for w, t in zip(weights, [out] + finals))
-    eloss = sum((_e(w) * t).sum() for w, t in zip(weights, [eout] + efinals))
+    eloss = sum((to_engine(w) * t).sum() for w, t in zip(weights, [eout] + efinals))
     loss.backward()
     eloss.backward()
-    _close(ex.grad, x.grad)
+    close(ex.grad, x.grad)
     if initial_state:
         for a, b in zip(estates, states):
-            _close(a.grad, b.grad)
+            close(a.grad, b.grad)
     ep = dict(ours.named_parameters())
     for name, p in theirs.named_parameters():
-        _close(ep[name].grad, p.grad, atol=1e-4)
+        close(ep[name].grad, p.grad, atol=1e-4)
 
 
 @pytest.mark.parametrize("kind", ["relu", "LSTM", "GRU"])
 def test_layers_without_bias_match_torch(kind):
     torch.manual_seed(4)
     ours, theirs = _pair(kind, input_size=3, hidden_size=4, num_layers=2, bias=False, bidirectional=True)
-    _load_torch_weights(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     x = torch.randn(5, 2, 3, requires_grad=True)
-    ex = _e(x, True)
+    ex = to_engine(x, True)
     out, eout = theirs(x)[0], ours(ex)[0]
-    _close(eout, out)
+    close(eout, out)
     r = torch.randn(out.shape)
     (out * r).sum().backward()
-    (eout * _e(r)).sum().backward()
-    _close(ex.grad, x.grad)
+    (eout * to_engine(r)).sum().backward()
+    close(ex.grad, x.grad)
     ep = dict(ours.named_parameters())
     for name, p in theirs.named_parameters():
-        _close(ep[name].grad, p.grad, atol=1e-4)
+        close(ep[name].grad, p.grad, atol=1e-4)
 
 
 @pytest.mark.parametrize("kind", ["tanh", "LSTM", "GRU"])
 def test_unbatched_input_gives_unbatched_output_like_torch(kind):
     torch.manual_seed(1)
     ours, theirs = _pair(kind, input_size=3, hidden_size=4, num_layers=2, bidirectional=True)
-    _load_torch_weights(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     x = torch.randn(6, 3)
     h = torch.randn(4, 4)
     hx = (h, torch.randn(4, 4)) if kind == "LSTM" else h
     out, st = theirs(x, hx)
-    eout, est = ours(_e(x), tuple(_e(s) for s in hx) if kind == "LSTM" else _e(hx))
+    eout, est = ours(to_engine(x), tuple(to_engine(s) for s in hx) if kind == "LSTM" else to_engine(hx))
     assert tuple(eout.shape) == (6, 8)
-    _close(eout, out)
+    close(eout, out)
     for a, b in zip(est if kind == "LSTM" else [est], st if kind == "LSTM" else [st]):
-        _close(a, b)
+        close(a, b)
 
 
 def test_wrong_input_size_and_hidden_shape_are_explained():
@@ -143,16 +130,16 @@ def test_wrong_input_size_and_hidden_shape_are_explained():
 def test_dropout_between_layers_acts_only_in_training_and_follows_the_seed():
     torch.manual_seed(0)
     ours, theirs = _pair("LSTM", input_size=3, hidden_size=8, num_layers=2, dropout=0.5)
-    _load_torch_weights(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     x = torch.randn(4, 2, 3)
     ours.eval()
-    _close(ours(_e(x))[0], theirs.eval()(x)[0])
+    close(ours(to_engine(x))[0], theirs.eval()(x)[0])
     ours.train()
     engine.manual_seed(3)
-    a = ours(_e(x))[0].detach().numpy()
-    b = ours(_e(x))[0].detach().numpy()
+    a = ours(to_engine(x))[0].detach().numpy()
+    b = ours(to_engine(x))[0].detach().numpy()
     engine.manual_seed(3)
-    c = ours(_e(x))[0].detach().numpy()
+    c = ours(to_engine(x))[0].detach().numpy()
     assert not np.allclose(a, b)
     np.testing.assert_array_equal(a, c)
 
@@ -166,11 +153,11 @@ def test_cells_match_torch_including_gradients(kind, batched, with_state):
     kw = {"nonlinearity": kind} if name == "RNNCell" else {}
     ours, theirs = getattr(nn, name)(3, 5, **kw), getattr(torch.nn, name)(3, 5, **kw)
     assert list(ours.state_dict()) == list(theirs.state_dict())
-    _load_torch_weights(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     x = torch.randn(*((4, 3) if batched else (3,)), requires_grad=True)
     sshape = (4, 5) if batched else (5,)
     states = [torch.randn(*sshape, requires_grad=True) for _ in range(2 if name == "LSTMCell" else 1)]
-    ex, estates = _e(x, True), [_e(s, True) for s in states]
+    ex, estates = to_engine(x, True), [to_engine(s, True) for s in states]
     args, eargs = (x,), (ex,)
     if with_state:
         args += (tuple(states) if name == "LSTMCell" else states[0],)
@@ -179,17 +166,17 @@ def test_cells_match_torch_including_gradients(kind, batched, with_state):
     outs, eouts = (list(out), list(eout)) if name == "LSTMCell" else ([out], [eout])
     for a, b in zip(eouts, outs):
         assert tuple(a.shape) == tuple(b.shape)
-        _close(a, b)
+        close(a, b)
     ws = [torch.randn(o.shape) for o in outs]
     sum((w * o).sum() for w, o in zip(ws, outs)).backward()
-    sum((_e(w) * o).sum() for w, o in zip(ws, eouts)).backward()
-    _close(ex.grad, x.grad)
+    sum((to_engine(w) * o).sum() for w, o in zip(ws, eouts)).backward()
+    close(ex.grad, x.grad)
     if with_state:
         for a, b in zip(estates, states):
-            _close(a.grad, b.grad)
+            close(a.grad, b.grad)
     ep = dict(ours.named_parameters())
     for pname, p in theirs.named_parameters():
-        _close(ep[pname].grad, p.grad)
+        close(ep[pname].grad, p.grad)
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "tanh"])

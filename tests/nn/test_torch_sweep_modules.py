@@ -4,10 +4,7 @@ and buffer registration, state_dict layout, forward, input and parameter gradien
 import numpy as np
 import pytest
 import torch
-
-import engine
-import engine.nn as enn
-from tests.nn.sweep_helpers import (
+from torch_compare import (
     Same,
     assert_same_structure,
     copy_torch_into_engine,
@@ -16,6 +13,9 @@ from tests.nn.sweep_helpers import (
     to_engine,
     to_torch,
 )
+
+import engine
+import engine.nn as enn
 
 R = np.random.default_rng(0)
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 from torch.optim import lr_scheduler as TS
+from torch_compare import raised
 
 import engine
 import engine.optim as eoptim
 from engine.optim import lr_scheduler as ES
-from tests.nn.sweep_helpers import raised
 
 STEPS = 24
 

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from torch_compare import close, raised, to_engine, to_torch
 
 import engine
 import engine.nn as enn
-from tests.nn.sweep_helpers import assert_close, raised, to_engine, to_torch
 
 # beyond tests/nn/test_nn_init_utils.py's gains: an int slope, the transposed-conv names, exact equality
 GAINS = [("leaky_relu", 3), ("leaky_relu", 0), ("conv_transpose3d", None), ("conv_transpose1d", None)]
@@ -71,10 +71,12 @@ def test_init_distribution_matches_torch(case):
 )
 def test_deterministic_inits_match_torch(name, shape):
     kw = {"groups": 2} if name == "dirac_" and shape[0] == 6 else {}
-    assert_close(
+    close(
         getattr(enn.init, name)(engine.empty(*shape), **kw),
         getattr(torch.nn.init, name)(torch.empty(*shape), **kw),
         name,
+        atol=1e-9,
+        rtol=1e-7,
     )
 
 
@@ -134,18 +136,19 @@ def test_clip_grad_norm_matches_torch(norm_type, max_norm):
     pt = _grads(to_torch, torch.nn.Parameter)
     ne = enn.utils.clip_grad_norm_(pe, max_norm, norm_type=norm_type)
     nt = torch.nn.utils.clip_grad_norm_(pt, max_norm, norm_type=norm_type)
-    assert_close(ne, nt, "total norm")
+    close(ne, nt, "total norm")
     for a, b in zip(pe, pt):
-        assert_close(a.grad, b.grad, "clipped grad")
+        close(a.grad, b.grad, "clipped grad")
 
 
 def test_clip_grad_norm_of_a_single_tensor_and_of_no_grads_match_torch():
     pe, pt = _grads(to_engine, enn.Parameter), _grads(to_torch, torch.nn.Parameter)
-    assert_close(
+    close(
         enn.utils.clip_grad_norm_(pe[0], 0.1), torch.nn.utils.clip_grad_norm_(pt[0], 0.1), "one tensor"
     )
-    assert_close(pe[0].grad, pt[0].grad, "grad")
-    assert_close(enn.utils.clip_grad_norm_(pe[3:], 1.0), torch.nn.utils.clip_grad_norm_(pt[3:], 1.0), "empty")
+    close(pe[0].grad, pt[0].grad, "grad")
+    close(enn.utils.clip_grad_norm_(pe[3:], 1.0), torch.nn.utils.clip_grad_norm_(pt[3:], 1.0), "empty",
+          atol=1e-9, rtol=1e-7)
 
 
 @pytest.mark.parametrize("clip_value", [0.3, 2.0])
@@ -154,7 +157,7 @@ def test_clip_grad_value_matches_torch(clip_value):
     enn.utils.clip_grad_value_(pe, clip_value)
     torch.nn.utils.clip_grad_value_(pt, clip_value)
     for a, b in zip(pe, pt):
-        assert_close(a.grad, b.grad, "clipped grad")
+        close(a.grad, b.grad, "clipped grad")
 
 
 def test_parameters_vector_round_trip_matches_torch():
@@ -162,7 +165,7 @@ def test_parameters_vector_round_trip_matches_torch():
     vec = np.arange(sum(p.numel() for p in pt), dtype=np.float64)
     enn.utils.vector_to_parameters(to_engine(vec), pe)
     torch.nn.utils.vector_to_parameters(to_torch(vec), pt)
-    assert_close(enn.utils.parameters_to_vector(pe), torch.nn.utils.parameters_to_vector(pt), "vector")
+    close(enn.utils.parameters_to_vector(pe), torch.nn.utils.parameters_to_vector(pt), "vector")
 
 
 def _scaler_run(lib, steps, **kwargs):
@@ -209,11 +212,11 @@ def test_get_total_norm_and_clip_grads_with_norm_match_torch(norm_type):
     pe, pt = _grads(to_engine, enn.Parameter, scale=3.0), _grads(to_torch, torch.nn.Parameter, scale=3.0)
     ne = enn.utils.get_total_norm([p.grad for p in pe if p.grad is not None], norm_type)
     nt = torch.nn.utils.get_total_norm([p.grad for p in pt if p.grad is not None], norm_type)
-    assert_close(ne, nt, "total norm")
+    close(ne, nt, "total norm")
     enn.utils.clip_grads_with_norm_(pe, 1.5, ne)
     torch.nn.utils.clip_grads_with_norm_(pt, 1.5, nt)
     for a, b in zip(pe, pt):
-        assert_close(a.grad, b.grad, "clipped grad")
+        close(a.grad, b.grad, "clipped grad")
 
 
 def test_clip_grad_norm_warns_on_an_empty_generator_like_torch():

@@ -5,40 +5,24 @@ the causal-mask helper and argument errors."""
 import numpy as np
 import pytest
 import torch
+from torch_compare import close, copy_torch_into_engine, same_module_grads, to_engine
 
 import engine
 import engine.nn as nn
 import engine.nn.functional as F
 
 
-def _e(t, requires_grad: bool = False) -> engine.Tensor:
-    return engine.tensor(t.detach().numpy().copy(), requires_grad=requires_grad)
-
-
-def _load(ours, theirs) -> None:
-    assert list(ours.state_dict()) == list(theirs.state_dict())
-    ours.load_state_dict({k: _e(v) for k, v in theirs.state_dict().items()})
-
-
-def _close(a, b, atol=2e-5, rtol=1e-4):
-    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=atol, rtol=rtol)
-
-
 def _backward_and_compare(ours, theirs, out, eout, pairs):
-    _close(eout, out)
+    close(eout, out, atol=2e-5, rtol=1e-4)
     r = torch.randn(out.shape)
     (out * r).sum().backward()
-    (eout * _e(r)).sum().backward()
-    for a, b in pairs:
-        _close(a.grad, b.grad)
-    ep = dict(ours.named_parameters())
-    for name, p in theirs.named_parameters():
-        _close(ep[name].grad, p.grad)
+    (eout * to_engine(r)).sum().backward()
+    same_module_grads(ours, theirs, pairs, atol=2e-5, rtol=1e-4)
 
 
 def _seq(L, N, E, batch_first, requires_grad=True):
     t = torch.randn(*((N, L, E) if batch_first else (L, N, E)), requires_grad=requires_grad)
-    return t, _e(t, requires_grad)
+    return t, to_engine(t, requires_grad)
 
 
 ACTIVATIONS = {"relu": ("relu", "relu"), "gelu": ("gelu", "gelu"),
@@ -55,7 +39,7 @@ def test_decoder_layer_matches_torch_with_causal_and_padding_masks(activation, n
     kw = {"dim_feedforward": 12, "dropout": 0.0, "norm_first": norm_first, "batch_first": batch_first}
     theirs = torch.nn.TransformerDecoderLayer(8, 2, activation=ta, **kw)
     ours = nn.TransformerDecoderLayer(8, 2, activation=ea, **kw)
-    _load(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     assert repr(ours) == repr(theirs)
     tgt, etgt = _seq(4, 3, 8, batch_first)
     mem, emem = _seq(5, 3, 8, batch_first)
@@ -63,7 +47,8 @@ def test_decoder_layer_matches_torch_with_causal_and_padding_masks(activation, n
     mem_pad = torch.zeros(3, 5, dtype=torch.bool)
     mem_pad[1, -2:] = True
     out = theirs(tgt, mem, tgt_mask=mask, memory_key_padding_mask=mem_pad, tgt_is_causal=True)
-    eout = ours(etgt, emem, tgt_mask=_e(mask), memory_key_padding_mask=_e(mem_pad), tgt_is_causal=True)
+    eout = ours(etgt, emem, tgt_mask=to_engine(mask), memory_key_padding_mask=to_engine(mem_pad),
+                tgt_is_causal=True)
     _backward_and_compare(ours, theirs, out, eout, [(etgt, tgt), (emem, mem)])
 
 
@@ -71,15 +56,15 @@ def test_decoder_layer_unbatched_with_memory_mask_and_float_padding_matches_torc
     torch.manual_seed(1)
     theirs = torch.nn.TransformerDecoderLayer(6, 3, dim_feedforward=10, dropout=0.0, bias=False)
     ours = nn.TransformerDecoderLayer(6, 3, dim_feedforward=10, dropout=0.0, bias=False)
-    _load(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     tgt = torch.randn(4, 6, requires_grad=True)
-    etgt = _e(tgt, True)
+    etgt = to_engine(tgt, True)
     mem = torch.randn(5, 6, requires_grad=True)
-    emem = _e(mem, True)
+    emem = to_engine(mem, True)
     memory_mask = torch.randn(4, 5)
     tgt_pad = torch.tensor([0.0, 0.0, 0.0, -1e4])
     out = theirs(tgt, mem, memory_mask=memory_mask, tgt_key_padding_mask=tgt_pad)
-    eout = ours(etgt, emem, memory_mask=_e(memory_mask), tgt_key_padding_mask=_e(tgt_pad))
+    eout = ours(etgt, emem, memory_mask=to_engine(memory_mask), tgt_key_padding_mask=to_engine(tgt_pad))
     _backward_and_compare(ours, theirs, out, eout, [(etgt, tgt), (emem, mem)])
 
 
@@ -89,7 +74,7 @@ def test_decoder_stack_with_final_norm_and_detected_causal_mask_matches_torch():
     theirs = torch.nn.TransformerDecoder(tl, 3, norm=torch.nn.LayerNorm(8))
     ours = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 4, dim_feedforward=16, dropout=0.3), 3,
                                  norm=nn.LayerNorm(8))
-    _load(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     assert repr(ours) == repr(theirs)
     theirs.eval()
     ours.eval()  # dropout is the identity in eval mode: exact parity despite p=0.3
@@ -107,7 +92,7 @@ def test_full_transformer_matches_torch(norm_first, batch_first):
     kw = {"d_model": 8, "nhead": 2, "num_encoder_layers": 2, "num_decoder_layers": 2, "dim_feedforward": 16,
           "dropout": 0.0, "norm_first": norm_first, "batch_first": batch_first}
     theirs, ours = torch.nn.Transformer(**kw), nn.Transformer(**kw)
-    _load(ours, theirs)
+    copy_torch_into_engine(ours, theirs)
     assert repr(ours) == repr(theirs)
     src, esrc = _seq(6, 2, 8, batch_first)
     tgt, etgt = _seq(4, 2, 8, batch_first)
@@ -116,8 +101,8 @@ def test_full_transformer_matches_torch(norm_first, batch_first):
     tmask = torch.nn.Transformer.generate_square_subsequent_mask(4)
     out = theirs(src, tgt, tgt_mask=tmask, src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad,
                  tgt_is_causal=True)
-    eout = ours(esrc, etgt, tgt_mask=_e(tmask), src_key_padding_mask=_e(src_pad),
-                memory_key_padding_mask=_e(src_pad), tgt_is_causal=True)
+    eout = ours(esrc, etgt, tgt_mask=to_engine(tmask), src_key_padding_mask=to_engine(src_pad),
+                memory_key_padding_mask=to_engine(src_pad), tgt_is_causal=True)
     _backward_and_compare(ours, theirs, out, eout, [(esrc, src), (etgt, tgt)])
 
 

@@ -1,5 +1,8 @@
-"""The less common torch functions of engine/ops/extra.py and extra_index.py behave like torch's: values,
-dtypes, errors, gradients (float64 gradcheck and gradgradcheck too), on contiguous and strided inputs."""
+"""The less common torch functions behave like torch's: engine/ops/numeric.py (gcd, ldexp, frexp...),
+statistics.py (cov, histograms, quantiles, mode), integration.py, scatter.py (index_copy, scatter_reduce, the
+*_scatter family, put), the windows and vander of creation.py, the add-a-product family of matmul.py and the
+assembling ops of shape.py (block_diag, combinations): values, dtypes, errors, gradients (float64 gradcheck
+and gradgradcheck too), on contiguous and strided inputs."""
 
 from __future__ import annotations
 

@@ -10,10 +10,10 @@ import copy
 import numpy as np
 import pytest
 import torch
+from torch_compare import raised
 
 import engine
 import engine.optim as eoptim
-from tests.nn.sweep_helpers import raised
 
 STEPS = 15
 # a matrix, a vector, a batch of matrices (Adafactor factors it per matrix) and a 0-d parameter

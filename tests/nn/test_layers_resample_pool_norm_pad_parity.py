@@ -1,5 +1,6 @@
-"""Parity of the resampling, extra pooling, extra normalisation and padding layers with torch: values, first
-and second derivatives, numerical gradients, module repr / state_dict layout, and errors for bad sizes."""
+"""Parity of the resampling, pooling (adaptive, LP, max-unpool...), normalisation (instance, local response,
+RMS) and padding layers with torch: values, first and second derivatives, numerical gradients, module repr /
+state_dict layout, and errors for bad sizes."""
 
 import inspect
 import warnings
@@ -7,11 +8,11 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from torch_compare import assert_same_structure, close, copy_torch_into_engine, raised, run_both
 
 import engine
 import engine.nn as enn
 from engine.autograd import gradcheck, gradgradcheck
-from tests.nn.sweep_helpers import assert_same_structure, copy_torch_into_engine, raised, run_both
 
 R = np.random.default_rng(0)
 
@@ -117,12 +118,6 @@ def _first(out):
     return out[0] if isinstance(out, tuple) else out
 
 
-def _close(e, t, what, atol=1e-10):
-    ea, ta = e.detach().numpy(), t.detach().numpy()
-    assert ea.shape == ta.shape, f"{what}: shape {ea.shape} != torch {ta.shape}"
-    np.testing.assert_allclose(ea, ta, atol=atol, rtol=1e-7, err_msg=what)
-
-
 def _run(fn, shapes, contiguous: bool):
     e_leaves, t_leaves, e_args, t_args = _inputs(shapes, contiguous, seed=len(shapes))
     with warnings.catch_warnings():
@@ -141,12 +136,12 @@ def _run(fn, shapes, contiguous: bool):
 def test_functional_values_and_gradients_match_torch(case, contiguous):
     _, fn, shapes = case
     e_leaves, t_leaves, ye, yt = _run(fn, shapes, contiguous)
-    _close(ye, yt, "output")
+    close(ye, yt, "output", atol=1e-10, rtol=1e-7)
     g = np.random.default_rng(1).standard_normal(tuple(yt.shape))
     (ye * engine.tensor(g)).sum().backward()
     (yt * torch.tensor(g)).sum().backward()
     for i, (el, tl) in enumerate(zip(e_leaves, t_leaves)):
-        _close(el.grad, tl.grad, f"grad of input {i}")
+        close(el.grad, tl.grad, f"grad of input {i}", atol=1e-10, rtol=1e-7)
 
 
 @pytest.mark.parametrize("case", FUNCTIONAL, ids=[c[0] for c in FUNCTIONAL])
@@ -164,7 +159,7 @@ def test_functional_second_derivatives_match_torch(case):
         if ts is None or es is None:  # no path from the first derivative to this input: zero
             assert (es if ts is None else ts) is None or not _numpy(es if ts is None else ts).any()
         else:
-            _close(es, ts, f"second derivative {i}", atol=1e-8)
+            close(es, ts, f"second derivative {i}", atol=1e-8, rtol=1e-7)
 
 
 def _second(grad, firsts, leaves) -> list:
@@ -222,7 +217,7 @@ def test_gradient_is_the_adjoint_of_the_forward_where_torchs_is_not(shape, kw):
     a = f(*shape)
     ye = enn.functional.interpolate(engine.tensor(a), **kw)
     yt = torch.nn.functional.interpolate(torch.tensor(a), **kw)
-    _close(ye, yt, "output")
+    close(ye, yt, "output", atol=1e-10, rtol=1e-7)
     assert gradcheck(lambda x: enn.functional.interpolate(x, **kw), engine.tensor(a, requires_grad=True))
     t_ok = torch.autograd.gradcheck(lambda x: torch.nn.functional.interpolate(x, **kw),
                                     torch.tensor(a, requires_grad=True), raise_exception=False)
@@ -239,7 +234,7 @@ INDEX_OP_PATH = [
 
 @pytest.mark.parametrize("shape,size,mode,align", INDEX_OP_PATH, ids=[c[2] for c in INDEX_OP_PATH])
 def test_interpolate_node_matches_its_index_op_path(shape, size, mode, align):
-    from engine.nn._resample import _resample, _resample_by_index_ops
+    from engine.nn.functional.resample import _resample, _resample_by_index_ops
 
     x = engine.tensor(f(*shape), requires_grad=True)
     g = engine.tensor(f(shape[0], shape[1], *size))
@@ -247,13 +242,13 @@ def test_interpolate_node_matches_its_index_op_path(shape, size, mode, align):
     for path in (_resample, _resample_by_index_ops):
         y = path(x, list(size), [None] * len(size), mode, align)
         grads.append((y, engine.autograd.grad((y * g).sum(), x)[0]))
-    _close(grads[0][0], grads[1][0], "output")
-    _close(grads[0][1], grads[1][1], "gradient")
+    close(grads[0][0], grads[1][0], "output", atol=1e-10, rtol=1e-7)
+    close(grads[0][1], grads[1][1], "gradient", atol=1e-10, rtol=1e-7)
 
 
 @pytest.mark.parametrize("size", [(3, 4), (2, 5), (1, 1)])
 def test_adaptive_max_pool2d_node_matches_its_index_op_path(size):
-    from engine.nn._pool_extra import _adaptive_max_by_index_ops
+    from engine.nn.functional.pooling import _adaptive_max_by_index_ops
 
     a = np.round(f(2, 3, 6, 10), 1)  # ties, broken by the first position in both
     a[0, 1, 2, 3] = a[1, 2, 0, 0] = a[1, 2, 5, 9] = np.nan
@@ -267,8 +262,8 @@ def test_adaptive_max_pool2d_node_matches_its_index_op_path(size):
     np.testing.assert_array_equal(by_index[0].detach().numpy()[finite], t[0].numpy()[finite])
     g = engine.tensor(np.where(finite, f(*t[0].shape), 0.0))
     for y in (fused[0], by_index[0]):
-        _close(engine.autograd.grad((y * g).sum(), x)[0], engine.autograd.grad((fused[0] * g).sum(), x)[0],
-               "gradient")
+        close(engine.autograd.grad((y * g).sum(), x)[0], engine.autograd.grad((fused[0] * g).sum(), x)[0],
+              "gradient", atol=1e-10, rtol=1e-7)
 
 
 def test_upsample_functions_warn_like_torch():
@@ -289,12 +284,12 @@ def test_instance_norm_running_statistics_match_torch():
     e_stats, t_stats = [engine.tensor(rm), engine.tensor(rv)], [torch.tensor(rm), torch.tensor(rv)]
     ye = enn.functional.instance_norm(engine.tensor(x), *e_stats, momentum=0.3)
     yt = torch.nn.functional.instance_norm(torch.tensor(x), *t_stats, momentum=0.3)
-    _close(ye, yt, "output")
-    _close(e_stats[0], t_stats[0], "running_mean")
-    _close(e_stats[1], t_stats[1], "running_var")
+    close(ye, yt, "output", atol=1e-10, rtol=1e-7)
+    close(e_stats[0], t_stats[0], "running_mean", atol=1e-10, rtol=1e-7)
+    close(e_stats[1], t_stats[1], "running_var", atol=1e-10, rtol=1e-7)
     ye = enn.functional.instance_norm(engine.tensor(x), *e_stats, use_input_stats=False)
     yt = torch.nn.functional.instance_norm(torch.tensor(x), *t_stats, use_input_stats=False)
-    _close(ye, yt, "output from running statistics")
+    close(ye, yt, "output from running statistics", atol=1e-10, rtol=1e-7)
 
 
 # (id, class name, args, kwargs, inputs, train mode)
