@@ -1,4 +1,5 @@
-"""UI event-loop lag while the CNN example trains in the worker thread: a 10 ms QTimer compares
+"""UI event-loop lag while the CNN example trains (in its own process, as the app does; `--trainer thread`
+for a thread of the window's process): a 10 ms QTimer compares
 expected and actual tick times. `--view window` (default) trains from the whole main window (plots,
 confusion matrix, canvas tint, progress, status bar), as a user sees it; `--view plots` feeds only
 the live plots. `--nice` compares worker-thread niceness values (the app uses
@@ -16,6 +17,8 @@ is the 1-minute one, so give it a run of a minute or more (`--warmup`) before qu
         [--interact] [--load 3] [--warmup 60]
 
 Target (issue 18): with `--interact` at a load average of about 4, p99 < 50 ms and max < 200 ms.
+    QT_QPA_PLATFORM=offscreen python -m benchmarks.bench_ui_lag --interact --load 4 --warmup 30 \
+        --nice 10 --trainer process,thread --rounds 2
 
 Lag numbers depend on how busy the machine is: quote them with the load average printed next to them.
 """
@@ -185,6 +188,10 @@ def main() -> None:
                              "while the UI is behind; 0 = never), e.g. 0.05,0")
     parser.add_argument("--switch", default=None,
                         help="sys.setswitchinterval values to compare (seconds), e.g. 0.005,0.0005")
+    parser.add_argument("--trainer", default="process",
+                        help="where the Trainer runs, values to compare: process (the app's default: "
+                             "a process of its own) and/or thread (WIREGRAD_TRAINER=thread), e.g. "
+                             "process,thread")
     parser.add_argument("--interact", action="store_true", help="pan, zoom and switch tabs while training")
     parser.add_argument("--load", type=int, default=0, help="busy processes to run beside the app")
     parser.add_argument("--warmup", type=float, default=0.0,
@@ -206,6 +213,7 @@ def _run(args: argparse.Namespace) -> None:
     nices = [int(v) for v in args.nice.split(",")]
     ways = [float(v) for v in args.give_way.split(",")] if args.give_way else [worker_module.UI_YIELD_MAX_S]
     switches = [float(v) for v in args.switch.split(",")] if args.switch else [sys.getswitchinterval()]
+    trainers = [v.strip() for v in args.trainer.split(",")]
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
@@ -216,8 +224,9 @@ def _run(args: argparse.Namespace) -> None:
     blas = list(caps.values()) if args.blas == "both" else [caps[args.blas]]
     for r in range(args.rounds):
         for view in chosen:
-            for (label, cap), nice, way, switch in itertools.product(
-                    blas if view == "plots" else [caps["capped"]], nices, ways, switches):
+            for (label, cap), nice, way, switch, where in itertools.product(
+                    blas if view == "plots" else [caps["capped"]], nices, ways, switches, trainers):
+                os.environ["WIREGRAD_TRAINER"] = where
                 worker_module.WORKER_NICE = nice
                 worker_module.UI_YIELD_MAX_S = way
                 sys.setswitchinterval(switch)
@@ -225,7 +234,8 @@ def _run(args: argparse.Namespace) -> None:
                 lags, rate = measure(views[view], app, args.batches, cap)
                 p50, p99, worst = np.percentile(lags, 50), np.percentile(lags, 99), lags.max()
                 what = f"{view}+interact" if view == "window" and args.interact else view
-                print(f"round {r + 1}  {what:15s}  {label:13s}  nice {nice:2d}  give way {way:.3f} s  "
+                print(f"round {r + 1}  {what:15s}  {where:7s}  {label:13s}  nice {nice:2d}  "
+                      f"give way {way:.3f} s  "
                       f"switch {switch * 1000:.1f} ms  "
                       f"lag p50 {p50:6.1f} ms   p99 {p99:6.1f} ms   "
                       f"max {worst:6.1f} ms   ({len(lags)} ticks, {rate:.0f} batches/s, "

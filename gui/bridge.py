@@ -1,11 +1,14 @@
-"""The Qt bridge to a training session: `SessionBridge` runs an `app.training.session.TrainingSession`
-beside the UI and hands its events to the UI thread as one signal, `events(object)`, carrying the
-session's event dataclasses; a UI-side timer drains them, so at most ~30 emissions reach the widgets
-per second and consumers dispatch by type. Also here: the trainer thread's manners towards the UI
-(niceness, giving way at batch ends while the UI is late) and garbage collection on the UI thread."""
+"""The Qt bridge to a training session: `SessionBridge` runs a training session beside the UI — by default
+an `app.training.process.ProcessSession` (the Trainer in its own process, so it never holds the window's
+interpreter lock), or with `WIREGRAD_TRAINER=thread` a `TrainingSession` on a thread of this process — and
+hands its events to the UI thread as one signal, `events(object)`, carrying the session's event
+dataclasses; a UI-side timer drains them, so at most ~30 emissions reach the widgets per second and
+consumers dispatch by type. Also here: the trainer's manners towards the UI (niceness; in thread mode,
+giving way at batch ends while the UI is late) and garbage collection on the UI thread."""
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
 from collections import deque
@@ -19,6 +22,7 @@ from app.document import Document
 from app.step_graph import StepGraph
 from app.training.metrics import BatchMetrics, RunSummary
 from app.training.probes import BoundaryGrid
+from app.training.process import ProcessSession
 from app.training.session import AmpState, Failed, Finished, RunPlan, StateChanged, TrainingSession
 
 DRAIN_MS = 33  # ~30 UI updates per second, whatever the batch rate
@@ -32,6 +36,12 @@ WORKER_NICE = 10
 # trainer sleeps at its next batch boundary (up to UI_YIELD_MAX_S) until the UI has caught up.
 UI_LATE_S = 0.015
 UI_YIELD_MAX_S = 0.05
+
+
+def trainer_in_process() -> bool:
+    """Whether runs train in a process of their own (the default) or on a thread (WIREGRAD_TRAINER=thread:
+    the fallback where processes can't be started, and what the give-way tests measure)."""
+    return os.environ.get("WIREGRAD_TRAINER", "process").strip().lower() != "thread"
 
 
 GC_INTERVAL_MS = 50  # how often the UI thread collects while a background thread runs
@@ -126,12 +136,15 @@ class SessionBridge(QObject):
     events = Signal(object)
 
     def __init__(self, doc: Document, run_dir: str | Path | None = None, *, parent: QObject | None = None,
-                 worker_nice: int | None = None, **session_options: Any) -> None:
+                 worker_nice: int | None = None, isolate: bool | None = None, **session_options: Any) -> None:
         """`session_options` are `TrainingSession`'s (device, resume_from, run_meta, ... and the Trainer's);
-        the worker runs at WORKER_NICE unless told otherwise."""
+        the worker runs at WORKER_NICE unless told otherwise; `isolate` (default: `trainer_in_process()`)
+        trains in a process of its own."""
         super().__init__(parent)
-        self.session = TrainingSession(doc, run_dir, worker_nice=WORKER_NICE if worker_nice is None else
-                                       worker_nice, probes=True, **session_options)
+        self.isolated = trainer_in_process() if isolate is None else isolate
+        make = ProcessSession if self.isolated else TrainingSession
+        self.session = make(doc, run_dir, worker_nice=WORKER_NICE if worker_nice is None else worker_nice,
+                            probes=True, **session_options)
         self.session.subscribe(self._put)
         self.state = "ready"
         self.error: tuple[str, str] | None = None
@@ -192,6 +205,12 @@ class SessionBridge(QObject):
         self.stop()
         return self.wait(timeout_ms)
 
+    def close(self) -> None:
+        """Let the session go for good (a newer run took its place, the window closes): a training process
+        ends, keeping nothing alive for a run that can't be continued from here any more."""
+        if isinstance(self.session, ProcessSession):
+            self.session.close()
+
     # --- commands (UI thread) ----------------------------------------------------------------------
     def pause(self) -> None:
         self.session.pause()
@@ -225,7 +244,7 @@ class SessionBridge(QObject):
         inbox = self._inbox
         with inbox.lock:
             inbox.items.append(event)
-        if isinstance(event, BatchMetrics):
+        if isinstance(event, BatchMetrics) and not self.isolated:
             self._give_way()
 
     def _give_way(self) -> None:

@@ -21,7 +21,7 @@ from app.step_graph import StepGraph
 from app.training.metrics import ControlEvent, EpochMetrics, Finding, RunSummary
 from app.training.preflight import preflight
 from app.training.probes import BoundaryGrid, Confusion, step_graph_for_document
-from app.training.runs import hold_run_lock, new_run_dir, read_run, run_name, run_steps_per_epoch
+from app.training.runs import new_run_dir, read_run, run_name, run_steps_per_epoch
 from app.training.session import Failed, Finished, RunPlan, StateChanged, load_training_modules
 from gui.bridge import AmpSteps, Batches, SessionBridge, collect_garbage_on_the_ui_thread_while
 from widgets.canvas_overlay import CanvasDashboard
@@ -96,7 +96,6 @@ class TrainingMonitor(QObject):
         self.reopened: ReopenedRun | None = None  # a run reopened from Runs, not continued yet
         self.run_label: str | None = None  # the current run's name ("cnn_digits #3 · 14:05")
         self._doctor_pause: str | None = None  # the finding the doctor paused the run on, until it says so
-        self._run_locks: dict[Path, Any] = {}  # RUN_DIR -> its run.lock, held while a segment trains
         self.refusal_box: QMessageBox | None = None
 
         import engine.cuda
@@ -298,6 +297,10 @@ class TrainingMonitor(QObject):
     def _attach(self, session: SessionBridge, name: str) -> None:
         """Make `session` the current run (named `name`), route its events and start it."""
         self._clear_views()
+        for old in self.sessions:  # a run that ended before this one can't be continued from here any more
+            if not old.is_running():
+                old.close()
+        self.sessions = [s for s in self.sessions if s.is_running()]
         self.session = session
         self.sessions.append(session)
         self.run_label = name
@@ -307,10 +310,7 @@ class TrainingMonitor(QObject):
         self.panel.show_fork(None)
         session.events.connect(self._on_session_event)
         session.request_graph()
-        session.start()
-        # locked once start() has written run.json "running": Runs tells a live run from an interrupted
-        # one by a lock newer than run.json
-        self._lock_run(session.run_dir)
+        session.start()  # the session holds the run's lock while it trains (Runs tells a live run by it)
         self.runs.refresh()  # the new run is listed while it trains, not only once it has ended
         self.editor.edit_lock = LOCK_MESSAGE
         self.dashboard.start()
@@ -386,7 +386,6 @@ class TrainingMonitor(QObject):
         self.forked = False
         self.panel.show_fork(None)
         self.session.start()
-        self._lock_run(self.session.run_dir)
         self.runs.refresh()
         self.editor.edit_lock = LOCK_MESSAGE
         self.dashboard.start()
@@ -603,9 +602,8 @@ class TrainingMonitor(QObject):
             t.join(timeout_ms / 1000)
         self.editor.edit_lock = None
         if ok:
-            for lock in self._run_locks.values():
-                lock.unlock()
-            self._run_locks.clear()
+            for s in self.sessions:  # training processes end with the window
+                s.close()
         return ok
 
     # --- views --------------------------------------------------------------------------------------------
@@ -881,7 +879,7 @@ class TrainingMonitor(QObject):
         s = self.session
         if s is not None:
             self.runs.refresh()
-        node, where = failure_place(s.trainer if s is not None else None, tb)
+        node, where = failure.node, failure.where
         reason = plain_error(message)
         if node is not None and node in self.editor.doc.nodes:
             self.dashboard.set_alert(node)
@@ -896,20 +894,7 @@ class TrainingMonitor(QObject):
         self.status(f"Run {summary.status.replace('_', ' ')} after {summary.epochs} epochs "
                     f"({summary.seconds:.1f} s){acc}", 10000)
 
-    def _lock_run(self, run_dir: Path | None) -> None:
-        """Hold the run's lock while it trains, so Runs can tell a live run from one whose app was killed."""
-        if run_dir is not None and Path(run_dir) not in self._run_locks:
-            lock = hold_run_lock(Path(run_dir))
-            if lock is not None:
-                self._run_locks[Path(run_dir)] = lock
-
-    def _release_run(self, session: Any) -> None:
-        lock = self._run_locks.pop(Path(session.run_dir), None) if getattr(session, "run_dir", None) else None
-        if lock is not None:
-            lock.unlock()
-
     def _on_finished(self, session: Any) -> None:
-        self._release_run(session)
         if session is not self.session:
             return
         self.editor.edit_lock = None
@@ -976,25 +961,6 @@ class ReopenedRun:
     epochs: int  # epochs planned
     signature: str  # model_signature of its graph: an edited canvas can't continue it
     base_dir: Path | None  # where its relative dataset paths point
-
-
-def failure_place(trainer: Any, tb: str) -> tuple[str | None, str]:
-    """Where a run failed, from the (stopped) Trainer: (node id or None, "in the forward pass of node
-    fc1" / "in the backward pass" / "at epoch 2, batch 3" / ""). A node is named only when the traceback
-    went through the model's layer code, so a failure loading data or writing the checkpoint is not
-    pinned on whatever layer ran last."""
-    if trainer is None:
-        return None, ""
-    stage = getattr(trainer, "_stage", None)
-    node = getattr(getattr(trainer, "model", None), "running_node", None)
-    if stage == "forward" and node and "in _run_node" in tb:
-        return str(node), f"in the forward pass of node {node}"
-    if stage in ("backward", "optimizer step") and "in _train_batch" in tb:
-        return None, f"in the {stage.replace('backward', 'backward pass')}"
-    epoch, batch = getattr(trainer, "epoch", None), getattr(trainer, "batch", None)
-    if isinstance(epoch, int) and isinstance(batch, int):
-        return None, f"at epoch {epoch + 1}, batch {batch + 1}"
-    return None, ""
 
 
 def plain_error(message: str, limit: int = 300) -> str:

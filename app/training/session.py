@@ -27,7 +27,7 @@ import numpy as np
 from app.document import Document
 from app.files import write_text_atomic
 from app.training.metrics import TrainerCallback
-from app.training.runs import note_run
+from app.training.runs import hold_run_lock, note_run
 
 BOUNDARY_EVERY_S = 0.4  # decision-boundary grid at most this often (it costs one forward of 64x64 points)
 
@@ -60,11 +60,14 @@ class StateChanged:
 
 @dataclass
 class Failed:
-    """The run raised: "TypeName: text", and the traceback ("" for a user's mistake, whose message is
-    all there is to say)."""
+    """The run raised: "TypeName: text", the traceback ("" for a user's mistake, whose message is all
+    there is to say), and where it happened (`failure_place`): the node at fault or None, and words such
+    as "in the forward pass of node fc1"."""
 
     message: str
     traceback: str
+    node: str | None = None
+    where: str = ""
 
 
 @dataclass
@@ -157,7 +160,8 @@ class TrainingSession:
                  device: str | None = None, blas_threads: int | None = 1, start_paused: bool = False,
                  worker_nice: int = 0, resume_from: str | os.PathLike[str] | None = None,
                  initial_weights: dict[str, np.ndarray] | None = None, run_meta: dict[str, Any] | None = None,
-                 previous_status: str = "stopped", probes: bool = False, **trainer_options: Any) -> None:
+                 previous_status: str = "stopped", probes: bool = False, folder_ready: bool = False,
+                 **trainer_options: Any) -> None:
         load_training_modules()
         self.doc = doc.copy()  # the snapshot this run trains, whatever the canvas does next
         # where the weights start: a checkpoint to continue from (weights, optimiser, schedule, cursor; its
@@ -182,12 +186,9 @@ class TrainingSession:
         self._pending_lock = threading.Lock()
         self._graph_wanted = threading.Event()
         self._thread: threading.Thread | None = None
-        if self.run_dir is not None:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            text = json.dumps(self.doc.to_dict(), indent=1)
-            (self.run_dir / "document.json").write_text(text, encoding="utf-8")
-            if run_meta is not None:
-                write_text_atomic(self.run_dir / "run.json", json.dumps(run_meta))
+        self._lock: Any = None  # RUN_DIR/run.lock while this process trains the run
+        if not folder_ready:
+            prepare_run_folder(self.doc, self.run_dir, run_meta)
 
     # --- events ------------------------------------------------------------------------------------
     def subscribe(self, fn: Subscriber) -> Callable[[], None]:
@@ -211,10 +212,13 @@ class TrainingSession:
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
-        """Start (or, after a stop, continue) training on a fresh thread; run.json says "running"."""
+        """Start (or, after a stop, continue) training on a fresh thread; run.json says "running", and
+        this process holds the run's lock until the thread ends (Runs tells a live run by it)."""
         if self.is_running():
             return
         note_run(self.run_dir, status="running")
+        if self.run_dir is not None and self._lock is None:
+            self._lock = hold_run_lock(self.run_dir)  # after run.json: the lock is the newer of the two
         self._thread = threading.Thread(target=self._run, name="wiregrad-trainer", daemon=True)
         self._thread.start()
 
@@ -262,10 +266,14 @@ class TrainingSession:
             self.state = "failed"
             self.error = (f"{type(exc).__name__}: {exc}", tb)
             self._publish(StateChanged("failed"))
-            self._publish(Failed(*self.error))
+            trainer = self._trainer if self._trainer is not None else getattr(callback, "trainer", None)
+            self._publish(Failed(*self.error, *failure_place(trainer, tb)))
         finally:
             if self._trainer is not None and callback in self._trainer.callbacks:
                 self._trainer.callbacks.remove(callback)
+            if self._lock is not None:  # run.json has its last word for this segment
+                self._lock.unlock()
+                self._lock = None
             self._publish(Finished())
 
     def _starting_point(self, trainer: Any) -> None:
@@ -312,6 +320,36 @@ class TrainingSession:
     def request_graph(self) -> None:
         """Capture the autograd graph of a probe batch at the next batch boundary (a StepGraph event)."""
         self._graph_wanted.set()
+
+
+def prepare_run_folder(doc: Document, run_dir: Path | None, run_meta: dict[str, Any] | None = None) -> None:
+    """RUN_DIR with the snapshot the run trains (document.json) and, given `run_meta`, its run.json."""
+    if run_dir is None:
+        return
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "document.json").write_text(json.dumps(doc.to_dict(), indent=1), encoding="utf-8")
+    if run_meta is not None:
+        write_text_atomic(run_dir / "run.json", json.dumps(run_meta))
+
+
+def failure_place(trainer: Any, tb: str) -> tuple[str | None, str]:
+    """Where a run failed, from the (stopped) Trainer: (node id or None, "in the forward pass of node
+    fc1" / "in the backward pass" / "at epoch 2, batch 3" / ""). A node is named only when the traceback
+    went through the model's layer code, so a failure loading data or writing the checkpoint is not
+    pinned on whatever layer ran last."""
+    if trainer is None:
+        return None, ""
+    stage = getattr(trainer, "_stage", None)
+    node = getattr(getattr(trainer, "model", None), "running_node", None)
+    if stage == "forward" and node and "in _run_node" in tb:
+        return str(node), f"in the forward pass of node {node}"
+    if stage in ("backward", "optimizer step") and "in _train_batch" in tb:
+        return None, f"in the {stage.replace('backward', 'backward pass')}"
+    epoch, batch = getattr(trainer, "epoch", None), getattr(trainer, "batch", None)
+    if isinstance(epoch, int) and isinstance(batch, int):
+        return None, f"at epoch {epoch + 1}, batch {batch + 1}"
+    return None, ""
 
 
 def _lower_thread_priority(nice: int) -> None:

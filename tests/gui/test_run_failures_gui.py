@@ -24,6 +24,7 @@ def test_a_layer_failing_mid_run_is_named_in_one_line_with_the_traceback_under_d
         qtbot, make_window, monkeypatch, tmp_path):
     from engine.nn.modules.linear import Linear
 
+    monkeypatch.setenv("WIREGRAD_TRAINER", "thread")  # the failure is patched into this process's engine
     win = make_window(load_document(EXAMPLES / "mlp_digits.json"))
     mon = win.training
     before = win.editor.doc.to_dict()
@@ -102,3 +103,25 @@ def test_a_doctor_pause_keeps_the_doctors_finding_in_the_status_bar(qtbot, make_
     assert "Engine: paused after" not in text and "training paused: training paused" not in text
     mon.stop()
     qtbot.waitUntil(lambda: not mon.is_active(), timeout=TIMEOUT)
+
+
+def test_a_training_process_killed_mid_run_fails_in_one_line_and_the_app_goes_on(qtbot, make_window):
+    """The Trainer runs in a process of its own: killed (the OOM killer, a crash in native code), the window
+    hears of it as a failed run, in one plain line, and can start again."""
+    import signal
+
+    win = make_window(spirals())
+    mon = win.training
+    session = mon.start()
+    assert session is not None and session.isolated
+    qtbot.waitUntil(lambda: mon.batches_seen >= 3, timeout=TIMEOUT)
+    os.kill(session.session._proc.pid, signal.SIGKILL)
+    qtbot.waitUntil(lambda: not mon.is_active() and bool(win.errors), timeout=TIMEOUT)
+    line = ("Training failed: the training process ended unexpectedly (exit code -9); the machine may "
+            "have run out of memory")
+    tail = "\n\nThe document is untouched; fix the problem and press Start again."
+    assert win.errors == [("Training failed", line + tail)]
+    assert win.statusBar().currentMessage() == line and mon.state == "failed"
+    assert json.loads((session.run_dir / "run.json").read_text(encoding="utf-8"))["status"] == "failed"
+    assert mon.start(epochs=1) is not None
+    qtbot.waitUntil(lambda: not mon.is_active() and mon.state == "finished", timeout=TIMEOUT)

@@ -110,6 +110,7 @@ def test_a_run_that_produces_nan_pauses_and_shows_the_finding(qtbot, make_window
 
 
 def test_a_worker_exception_shows_the_error_dialog_and_keeps_the_document(qtbot, make_window, monkeypatch):
+    monkeypatch.setenv("WIREGRAD_TRAINER", "thread")  # the failure is patched into this process's Trainer
     win = make_window(spirals())
     mon = win.training
     from app.training import trainer as trainer_module

@@ -1,6 +1,7 @@
-"""The trainer gives way to a UI thread that is behind: while the UI does not drain (a long paint, a busy
-machine), each batch boundary sleeps up to UI_YIELD_MAX_S, holding no lock, so the UI gets the GIL back.
-Only lower bounds on time are asserted (a sleep never ends early); a busy machine only makes them looser."""
+"""A trainer on a thread of the window's process (WIREGRAD_TRAINER=thread, the fallback to a process of its
+own) gives way to a UI thread that is behind: while the UI does not drain (a long paint, a busy machine),
+each batch boundary sleeps up to UI_YIELD_MAX_S, holding no lock, so the UI gets the GIL back. Only lower
+bounds on time are asserted (a sleep never ends early); a busy machine only makes them looser."""
 from __future__ import annotations
 
 import time
@@ -21,7 +22,7 @@ class _Clock(TrainerCallback):
 
 
 def test_batches_wait_for_a_ui_thread_that_stopped_draining(qtbot, tmp_path):
-    session = SessionBridge(spirals(), tmp_path / "run", worker_nice=0)
+    session = SessionBridge(spirals(), tmp_path / "run", worker_nice=0, isolate=False)
     session.start()
     qtbot.waitUntil(lambda: session.trainer is not None and session.trainer.step > 3, timeout=TIMEOUT)
     clock = _Clock()
@@ -46,7 +47,7 @@ def test_batches_wait_for_a_ui_thread_that_stopped_draining(qtbot, tmp_path):
 
 def test_the_trainer_does_not_wait_once_the_session_has_ended(qtbot, tmp_path):
     """After the end (timer stopped) nothing waits for a UI beat, so a late beat costs nothing."""
-    session = SessionBridge(spirals(epochs=1), tmp_path / "run")
+    session = SessionBridge(spirals(epochs=1), tmp_path / "run", isolate=False)
     session.start()
     qtbot.waitUntil(lambda: not session.is_running(), timeout=TIMEOUT)
     bridge = session
