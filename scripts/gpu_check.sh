@@ -57,9 +57,9 @@ PY
 step "probe" probe
 
 export PYTHONUNBUFFERED=1
-step "pytest -m gpu" $PY -m pytest -q -p no:cacheprovider -m gpu tests/gpu -o addopts="" --timeout 300
+step "pytest -m gpu" $PY -m pytest -q -p no:cacheprovider -m gpu tests/engine/backend/test_gpu_parity.py -o addopts="" --timeout 300
 step "kernel tests on the device" env WIREGRAD_KERNEL_RUNNER=cuda $PY -m pytest -q -p no:cacheprovider \
-  tests/test_kernels.py -o addopts="" --timeout 300 -k "not compiles_with_nvrtc"
+  tests/engine/backend/test_kernels.py -o addopts="" --timeout 300 -k "not compiles_with_nvrtc"
 if [ $QUICK -eq 1 ]; then
   step "bench_cuda" $PY benchmarks/bench_cuda.py --rounds 3 --iters 10
 else

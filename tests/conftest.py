@@ -31,3 +31,20 @@ def _no_leaked_engine_state():
         state.scope = before["autograd scope"]
         leaked = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
         pytest.fail(f"test leaked global engine state (before, after): {leaked}")
+
+
+@pytest.fixture
+def editor(qtbot):
+    """The real node editor on the small chain document, shown offscreen and fitted to view (for the widget
+    tests and the shell's; Qt is imported only by the tests that ask for it)."""
+    from gui_helpers import chain_document
+
+    from widgets.node_editor import NodeEditor
+
+    ed = NodeEditor(chain_document())
+    qtbot.addWidget(ed)
+    ed.resize(1400, 700)
+    ed.show()
+    qtbot.waitExposed(ed)
+    ed.fit_to_view()
+    return ed

@@ -139,6 +139,16 @@ def close(e, t, what: str = "", rtol: float | None = None, atol: float | None = 
     np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
 
 
+def same_floats(expected: torch.Tensor, got: engine.Tensor, rtol: float = 0.0) -> None:
+    """Torch's float tensor `expected` and the engine's `got` agree in all a user sees: dtype, NaN positions,
+    the sign of every zero, and values within rtol (no atol)."""
+    e, g = expected.detach().numpy(), got.detach().numpy()
+    assert e.dtype == g.dtype
+    np.testing.assert_array_equal(np.isnan(e), np.isnan(g))
+    np.testing.assert_array_equal(np.signbit(e[e == 0]), np.signbit(g[e == 0]))
+    np.testing.assert_allclose(g, e, rtol=rtol, atol=0)
+
+
 def same_grads(e_leaves, t_leaves, what: str = "grad", rtol: float | None = None,
                atol: float | None = None) -> None:
     """Each engine leaf's .grad equals its torch twin's (both None, or `close`)."""
@@ -188,6 +198,42 @@ def backward_both(ye, yt, seed: int = 99) -> None:
     g = np.random.default_rng(seed).standard_normal(tuple(yt.shape)).astype(yt.detach().numpy().dtype)
     ye.backward(engine.tensor(g))
     yt.backward(torch.tensor(g))
+
+
+def check_op(fn, *arrays, grad: bool = True, dtype=np.float64, tol=None):
+    """Run fn on engine and torch leaves made from `arrays` (float arrays become leaves that require grad
+    when `grad`); compare the outputs, then, after the same random upstream gradient, every leaf's .grad."""
+    arrays = [a.astype(dtype) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in arrays]
+    rg = [grad and isinstance(a, np.ndarray) and a.dtype.kind == "f" for a in arrays]
+    es, ts = [], []
+    for a, r in zip(arrays, rg):
+        if isinstance(a, np.ndarray):
+            e, t = pair(a, requires_grad=r)
+        else:
+            e, t = a, a
+        es.append(e)
+        ts.append(t)
+    eo, to = fn(*es), fn(*ts)
+    if isinstance(to, torch.Tensor):
+        eo, to = (eo,), (to,)
+    kw = {} if tol is None else {"rtol": tol, "atol": tol}
+    for a, b in zip(eo, to, strict=True):
+        close(a, b, **kw)
+    if not any(rg):
+        return
+    diff = [(a, b) for a, b in zip(eo, to) if b.requires_grad]
+    assert all(a.requires_grad for a, _ in diff)
+    if not diff:
+        return
+    gs = [arr(*b.shape, seed=3 + i).astype(to_np(b).dtype) for i, (_, b) in enumerate(diff)]
+    engine.autograd.backward([a for a, _ in diff], [engine.tensor(g) for g in gs])
+    torch.autograd.backward([b for _, b in diff], [torch.tensor(g) for g in gs])
+    for e, t, r in zip(es, ts, rg):
+        if r:
+            if t.grad is None:
+                assert e.grad is None or not to_np(e.grad).any()
+            else:
+                close(e.grad, t.grad, **kw)
 
 
 def flatten(out) -> list:

@@ -5,8 +5,8 @@ version it saw; backward refuses a saved tensor whose version moved ("one of the
 gradient computation has been modified by an inplace operation"). So every in-place write in the engine
 (ops, optimisers, initialisers, gradient clipping, AMP's unscale) ends here: `bump` after writing through
 `_arr`, `assign` to write and bump in one call, or `bump_storage` where a Storage itself is rewired (set_,
-resize_). Nothing else writes `version` (tests/engine/test_inplace.py reads the source for it); a fresh
-Storage starts at 0.
+resize_). Nothing else writes `version` (tests/engine/autograd/test_inplace.py reads the source for it); a
+fresh Storage starts at 0.
 
 Optimisers update parameters and their state this way under no_grad, as torch's do: their NumPy loops (and
 the CUDA step kernels) are the fused fast path of that one in-place update, not a second autograd path."""

@@ -245,7 +245,8 @@ class DeviceModule(_KernelFile):
 
     NumPy arguments are copied to the device, the kernel runs with the same grid and block, and every
     array passed for a non-const pointer is copied back into the caller's array, so a test written for
-    the emulator runs unchanged on a GPU (WIREGRAD_KERNEL_RUNNER=cuda, see tests/test_kernels.py)."""
+    the emulator runs unchanged on a GPU (WIREGRAD_KERNEL_RUNNER=cuda, see
+    tests/engine/backend/test_kernels.py)."""
 
     def __init__(self, filename: str | Path):
         from . import cuda_kernels, cupy_backend

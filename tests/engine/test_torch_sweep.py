@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sweep_harness import check
+from sweep_harness import cases, check
 
 R = np.random.default_rng(0)
 
@@ -33,13 +33,6 @@ def gap(path: str, reason: str):
 
 def elementwise_gap(reason: str):
     return gap("engine/ops/elementwise.py", reason)
-
-
-
-
-def cases(*items):
-    """(id, fn, arrays[, mark]) tuples as pytest params."""
-    return [pytest.param(*item[1:3], id=item[0], marks=item[3:]) for item in items]
 
 
 # ----------------------------------------------------------------------------- type promotion

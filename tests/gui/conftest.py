@@ -1,21 +1,8 @@
-"""Fixtures for driving the real editor widgets offscreen."""
+"""Fixtures for driving the real main window offscreen (the `editor` fixture is in tests/conftest.py)."""
 from __future__ import annotations
 
 import pytest
 from gui_helpers import chain_document, open_window
-
-
-@pytest.fixture
-def editor(qtbot):
-    from widgets.node_editor import NodeEditor
-
-    ed = NodeEditor(chain_document())
-    qtbot.addWidget(ed)
-    ed.resize(1400, 700)
-    ed.show()
-    qtbot.waitExposed(ed)
-    ed.fit_to_view()
-    return ed
 
 
 @pytest.fixture

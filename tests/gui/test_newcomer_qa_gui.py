@@ -33,7 +33,7 @@ def _doctor(qtbot, width: int, height: int):
 
 
 def _tiny_doc():
-    from tests.app.test_trainer import make_doc
+    from tests.app.training.test_trainer import make_doc
 
     return make_doc()
 

@@ -70,7 +70,7 @@ def test_with_the_policy_set_to_warn_the_huge_lr_run_trains_on(qtbot, make_windo
 
 
 def _tiny_doc():
-    from tests.app.test_trainer import make_doc
+    from tests.app.training.test_trainer import make_doc
 
     return make_doc()
 
@@ -214,7 +214,7 @@ def test_palette_rows_are_as_tall_as_their_icons_before_any_search(qtbot):
 def _run_records(tmp_path, doc, name):
     """A real short run's metrics.jsonl records and its batch and epoch records."""
     from app.training import Trainer, read_metrics
-    from tests.app.test_trainer import Recorder
+    from tests.app.training.test_trainer import Recorder
 
     rec = Recorder()
     trainer = Trainer(doc, tmp_path / name, epochs=1, callbacks=[rec])
