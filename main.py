@@ -60,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
         options = {"settings": QSettings(str(scratch / "settings.ini"), QSettings.IniFormat),
                    "recovery_dir": scratch / "recovery"}
     window = MainWindow(doc, None if example else path, example=example, **options)
+    if args.screenshot:
+        # nobody is there to close a dialog: what a box would say goes to stderr, and the picture is taken
+        def say(title: str, text: str) -> None:
+            print(f"wiregrad: {title}: {' '.join(text.split())}", file=sys.stderr)
+
+        window.show_error = say
+        window.show_report = say
     if args.select:
         if args.select not in doc.nodes:
             print(f"wiregrad: there is no node {args.select!r} to select", file=sys.stderr)

@@ -198,3 +198,22 @@ def test_a_training_screenshot_leaves_the_users_runs_and_settings_alone(tmp_path
     assert not runs.exists(), "the screenshot's run went into the user's runs folder"
     assert not config.exists() and not (tmp_path / ".config").exists(), "settings were written"
     assert list(scratch.iterdir()) == [], "the screenshot's scratch folder was left behind"
+
+
+def test_a_training_screenshot_of_a_graph_that_cannot_train_says_why_and_still_renders(tmp_path):
+    """--screenshot has nobody to close a dialog: Start's refusal (a CNN without its Flatten) used to open a
+    modal box and the command never returned; it goes to stderr and the picture is taken."""
+    doc = load_document(Path(__file__).resolve().parents[2] / "assets" / "examples" / "cnn_digits.json")
+    doc.remove_node("flat")
+    doc.connect("pool2", "out", "out", "in")
+    graph = tmp_path / "no_flatten.json"
+    save_document(doc, graph)
+    out = tmp_path / "shot.png"
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, str(root / "main.py"), str(graph), "--screenshot", str(out),
+                             "--train-steps", "5"], env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+                            cwd=root, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert out.stat().st_size > 10_000
+    assert ("wiregrad: Can't train this graph: Fix this first: node loss, port in: CrossEntropyLoss expects "
+            "(N, C) logits for class labels, got (N, 32, 2, 10); add Flatten before out") in result.stderr
