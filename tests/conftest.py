@@ -48,3 +48,23 @@ def editor(qtbot):
     qtbot.waitExposed(ed)
     ed.fit_to_view()
     return ed
+
+
+@pytest.fixture
+def infer_calls(monkeypatch):
+    """Count real calls of `infer_shapes`, wherever a module imported it by name (each call's input shape)."""
+    import sys
+
+    import app.document.shapes
+
+    original = app.document.shapes.infer_shapes
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(args[1] if len(args) > 1 else kwargs.get("input_shape"))
+        return original(*args, **kwargs)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "infer_shapes", None) is original:
+            monkeypatch.setattr(module, "infer_shapes", counting)
+    return calls

@@ -332,8 +332,14 @@ def _serve(conn: Any, doc: Document, run_dir: str | None, options: dict[str, Any
     def send(message: tuple) -> None:
         try:
             payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # noqa: BLE001 - an event the parent can't take: say so, keep training
-            payload = pickle.dumps(("event", Failed(f"RuntimeError: an event could not be sent: {exc}", "")))
+        except Exception as exc:  # noqa: BLE001 - what the parent can't take: say so, keep training
+            if message[0] == "reply":  # the asker must hear back, never wait for an answer that can't come
+                _, ask_id, good, value = message
+                words = f"the answer could not be sent: {exc}" if good else f"{type(value).__name__}: {value}"
+                payload = pickle.dumps(("reply", ask_id, False, RemoteError(words)))
+            else:
+                failed = Failed(f"RuntimeError: an event could not be sent: {exc}", "")
+                payload = pickle.dumps(("event", failed))
         try:
             with send_lock:
                 conn.send_bytes(payload)
@@ -356,11 +362,7 @@ def _serve(conn: Any, doc: Document, run_dir: str | None, options: dict[str, Any
             elif kind == "ask":
                 try:
                     reply = ("reply", message[1], True, _answer(session, message[2], message[3]))
-                except Exception as exc:  # noqa: BLE001 - the asker gets the error, the run goes on
-                    try:
-                        pickle.dumps(exc)
-                    except Exception:  # noqa: BLE001 - an exception that can't travel: its words do
-                        exc = RemoteError(f"{type(exc).__name__}: {exc}")
+                except Exception as exc:  # noqa: BLE001 - the asker gets the error (or its words); the run goes on
                     reply = ("reply", message[1], False, exc.with_traceback(None))
                 send(reply)
     finally:

@@ -145,10 +145,6 @@ class RunLock:
         if self._fd is not None:
             _write_holder(self._fd)
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
 
 def _try_lock(fd: int) -> bool:
     try:

@@ -78,28 +78,18 @@ def test_a_deep_check_failure_shows_its_traceback_only_under_details(make_window
     qtbot.waitUntil(lambda: not box.isVisible(), timeout=5000)
 
 
-def test_start_checks_once_and_the_run_reuses_that_check(make_window, qtbot, monkeypatch):
+def test_start_checks_once_and_the_run_reuses_that_check(make_window, qtbot, infer_calls, monkeypatch):
     """Start's deep check hands its shape inference and dataset to the Trainer: one inference per Start
-    (it was 7: Start's check, then the Trainer's own check and compile), and the run trains."""
-    import sys
-
+    (it was 7: Start's check, then the Trainer's own check and compile), and the run trains. On a thread,
+    so the count sees the Trainer's inferences too (a training process would hide them)."""
     from gui_helpers import spirals
 
-    import app.document.shapes
+    monkeypatch.setenv("WIREGRAD_TRAINER", "thread")
 
     win = make_window(spirals(epochs=1))
-    original = app.document.shapes.infer_shapes
-    calls = []
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    for module in list(sys.modules.values()):
-        if getattr(module, "infer_shapes", None) is original:
-            monkeypatch.setattr(module, "infer_shapes", counting)
+    infer_calls.clear()  # the canvas's own checks while the window opened
     session = win.training.start(epochs=1)
     assert session is not None
     qtbot.waitUntil(lambda: not win.training.is_active(), timeout=60_000)
     assert session.state == "finished"
-    assert session.trainer.info is not None and len(calls) == 1
+    assert session.trainer.info is not None and len(infer_calls) == 1

@@ -19,7 +19,7 @@ import pytest
 from app.document import load_document
 from app.training.errors import TrainerError
 from app.training.metrics import BatchMetrics, RunSummary
-from app.training.process import ProcessSession
+from app.training.process import ProcessSession, RemoteError
 from app.training.session import Finished, RunPlan, StateChanged, TrainingSession
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -76,6 +76,8 @@ def test_stop_continue_train_on_and_the_weights_come_back_from_the_child(tmp_pat
             s.trainer.no_such_attribute  # noqa: B018 - the child's own AttributeError
         with pytest.raises(TrainerError):  # the child's own exception, as from a Trainer on a thread
             s.trainer.set_epochs(0)
+        with pytest.raises(RemoteError, match="the answer could not be sent"):  # a lock can't travel
+            s.trainer.control  # noqa: B018 - an answer the pipe can't carry is an error, not a wait
         weights = s.trainer.model.state_dict()
         assert set(weights) and all(np.isfinite(v.numpy()).all() for v in weights.values())
         assert s.trainer.set_epochs(epoch + 1) is None  # train on: finish the current epoch and one more
@@ -96,7 +98,7 @@ ORPHAN = textwrap.dedent("""
     from pathlib import Path
     from app.document import load_document
     from app.training.metrics import BatchMetrics
-    from app.training.process import ProcessSession
+    from app.training.process import ProcessSession, RemoteError
 
     def main():
         doc = load_document(Path(sys.argv[1]))

@@ -2,35 +2,16 @@
 dataset's input shape has one function that the check, the Trainer, the exporter and the inspector ask
 (the schedule defaults' one table is checked against the exported script in tests/app/export)."""
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-import app.document.shapes
 from app.cli import main
 from app.document import load_document
 from app.training import Trainer
 from app.training.data import dataset_input_shape, load_training_dataset
 
 SPIRALS = Path(__file__).resolve().parents[3] / "assets" / "examples" / "spirals.json"
-
-
-@pytest.fixture
-def infer_calls(monkeypatch):
-    """Count real calls of `infer_shapes`, wherever a module imported it by name."""
-    original = app.document.shapes.infer_shapes
-    calls = []
-
-    def counting(*args, **kwargs):
-        calls.append(args[1] if len(args) > 1 else kwargs.get("input_shape"))
-        return original(*args, **kwargs)
-
-    for module in list(sys.modules.values()):
-        if getattr(module, "infer_shapes", None) is original:
-            monkeypatch.setattr(module, "infer_shapes", counting)
-    return calls
 
 
 def test_wiregrad_train_infers_the_shapes_once_for_the_check_the_deep_check_and_the_run(
