@@ -5,6 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
+INSIDE_VIEWS = ("data", "predictions", "mistakes", "summary", "embedding")
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="wiregrad",
@@ -15,8 +17,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="lay out the window at 1600x1000, render it to PNG and exit (works offscreen)")
     parser.add_argument("--theme", choices=("light", "dark"), help="default: follow the system")
     parser.add_argument("--select", metavar="NODE", help="select this node (shows it in the inspector)")
-    parser.add_argument("--tab", choices=("node", "training"),
-                        help="show this tab of the inspector (training: the training setup form)")
+    parser.add_argument("--tab", choices=("node", "training", *INSIDE_VIEWS),
+                        help="show this tab: node or training (the inspector's), or one of the views of "
+                             "the model: data, predictions, mistakes, summary, embedding")
     parser.add_argument("--train-steps", type=int, metavar="N",
                         help="with --screenshot: train N batches first, so the monitor has something to show")
     return parser.parse_args(argv)
@@ -74,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         window.editor.scene.select_nodes([args.select])
         window.inspector_dock.show()
         window.inspector_dock.raise_()  # the training panel may share its tab group
-    if args.tab:
+    if args.tab in ("node", "training"):
         window.inspector.setCurrentIndex(("node", "training").index(args.tab))
         window.inspector_dock.show()
         window.inspector_dock.raise_()
@@ -89,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         app.processEvents()
         if args.train_steps:
             train_for_screenshot(window, args.train_steps)
+        if args.tab in INSIDE_VIEWS:
+            window.show_inside_view(args.tab)
+            settle_inside_view(window, args.tab)
         if not window.grab().save(args.screenshot):
             print(f"wiregrad: can't write {args.screenshot}", file=sys.stderr)
             return 1
@@ -104,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     window.show()
     app.processEvents()  # the view must have its size before the first view is chosen
     window.show_first_view()
+    if args.tab in INSIDE_VIEWS:
+        window.show_inside_view(args.tab)
     window.offer_recovery()
     return app.exec()
 
@@ -137,6 +145,34 @@ def train_for_screenshot(window, steps: int, timeout_s: float = 300.0) -> None:
     monitor.plots.redraw()
     monitor.dashboard.refresh()
     QApplication.processEvents()
+
+
+def settle_inside_view(window, key: str, timeout_s: float = 60.0) -> None:
+    """Wait until the view shown has its answer (the model's, computed off the UI thread), for a picture."""
+    import time
+
+    from PySide6.QtWidgets import QApplication
+
+    inside = window.see_inside
+    if key == "data":
+        def ready() -> bool:
+            return not inside.data.is_loading() and bool(inside.data.preview or inside.data.error)
+    elif key == "summary":
+        def ready() -> bool:
+            return inside.summary.summary is not None or inside.has_error("summary")
+    else:  # an answer about the model as it is now, not one asked before training
+        seen = inside.answers.get(key, 0)
+        inside.refresh(key)
+
+        def ready() -> bool:
+            return inside.answers.get(key, 0) > seen
+    deadline = time.monotonic() + timeout_s
+    while not ready() and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.01)
+    for _ in range(10):
+        QApplication.processEvents()
+        time.sleep(0.01)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The `wiregrad` command: train, validate, lr-find (export and gui hand over elsewhere).
+"""The `wiregrad` command: train, validate, lr-find, summary (export and gui hand over elsewhere).
 
 User errors print one line on stderr and exit with status 2, never a traceback.
 """
@@ -368,6 +368,20 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_summary(args: argparse.Namespace) -> int:
+    from app.insight.summary import format_csv, format_text, model_summary, to_json
+
+    if args.batch_size is not None and args.batch_size < 1:
+        raise UserError(f"--batch-size must be at least 1, got {args.batch_size}")
+    doc = load_graph(args.graph)
+    summary = model_summary(doc, batch_size=args.batch_size, base_dir=Path(args.graph).resolve().parent)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(to_json(summary), indent=2) + "\n")
+    else:
+        sys.stdout.write(format_csv(summary) if args.format == "csv" else format_text(summary))
+    return 0
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     try:
         import main as gui_main  # the top-level main.py
@@ -412,6 +426,14 @@ def build_parser() -> argparse.ArgumentParser:
     lr.add_argument("--device", choices=("auto", "cpu", "cuda"))
     lr.add_argument("--quiet", action="store_true")
     lr.set_defaults(func=cmd_lr_find)
+
+    summary = sub.add_parser("summary", help="a table of the graph's layers: output shapes, parameters, "
+                             "MACs, activation memory")
+    summary.add_argument("graph", metavar="GRAPH.json")
+    summary.add_argument("--batch-size", type=int, help="the batch for the activation memory (default: the "
+                         "document's batch_size)")
+    summary.add_argument("--format", choices=("text", "csv", "json"), default="text")
+    summary.set_defaults(func=cmd_summary)
 
     from app.export.commands import add_parsers as add_export_parsers
 

@@ -128,6 +128,15 @@ def apply_init(module: Any, params: Mapping[str, Any]) -> None:
 
 
 # --- the model ----------------------------------------------------------------------------------
+class Capture(dict):
+    """What `CompiledModel.capture` saw: node id -> that node's output, plus `attention`: node id -> the
+    attention weights (N, heads, L, S) of each MultiheadAttention node."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attention: dict[str, Any] = {}
+
+
 class CompiledModel(nn.Module):
     """The network a document describes. `forward(*inputs)` takes one tensor per Input node (in
     document order) and returns the prediction reaching the Output node — a tuple, in document
@@ -190,9 +199,10 @@ class CompiledModel(nn.Module):
             groups.setdefault(name.split(".", 1)[0], []).append((name, p))
         return {nid: groups[nid] for nid in self.order if nid in groups}
 
-    def capture(self, *inputs) -> dict[str, Any]:
-        """Run forward and return every node's output, keyed by node id (the Inputs included)."""
-        self._capture = {}
+    def capture(self, *inputs) -> Capture:
+        """Run forward and return every node's output, keyed by node id (the Inputs included); its
+        `attention` holds each MultiheadAttention node's weights (N, heads, L, S)."""
+        self._capture = Capture()
         try:
             self.forward(*inputs)
         finally:
@@ -234,7 +244,11 @@ class CompiledModel(nn.Module):
         module = self._modules[nid]
         if kind == "MultiheadAttention":  # self-attention: query = key = value
             x = args[0]
-            return module(x, x, x, need_weights=False)[0]
+            if self._capture is None:  # training skips the weights: they cost memory and time
+                return module(x, x, x, need_weights=False)[0]
+            out, weights = module(x, x, x, need_weights=True, average_attn_weights=False)
+            self._capture.attention[nid] = weights
+            return out
         out = module(*args)
         if kind in _RECURRENT:
             return _recurrent_output(nid, kind, out, self.node_params[nid])

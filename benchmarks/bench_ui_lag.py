@@ -68,12 +68,15 @@ def _plots_view(app):
     return start
 
 
-def _interaction(win, app):
-    """Pan/zoom the canvas and switch tabs as a person does while a run trains; returns a stop function."""
+def _interaction(win, app, see_inside: bool = False):
+    """Pan/zoom the canvas and switch tabs as a person does while a run trains (with `see_inside`, the
+    Data, Predictions, Mistakes, Summary and Embedding tabs too); returns a stop function."""
     from PySide6.QtCore import QPoint, QTimer
 
     view = win.editor.view
     bottom = [win.training.monitor_dock, win.training.graph_dock, win.training.runs_dock]
+    if see_inside:
+        bottom += list(win.see_inside.docks.values())
     right = [win.inspector_dock, win.training.panel_dock]
     step = itertools.count()
 
@@ -96,7 +99,7 @@ def _interaction(win, app):
     return timer.stop
 
 
-def _window_view(app, tmp: Path, interact: bool = False):
+def _window_view(app, tmp: Path, interact: bool = False, see_inside: bool = False):
     """The main window at 1600x1000 with the monitor raised, trained through its Start command."""
     from PySide6.QtCore import QSettings
 
@@ -115,11 +118,13 @@ def _window_view(app, tmp: Path, interact: bool = False):
         win.resize(1600, 1000)
         win.show()
         win.training.monitor_dock.raise_()
+        if see_inside:  # the sample under study is answered twice a second while it trains
+            win.show_inside_view("predictions")
         app.processEvents()
         session = win.training.start()  # the app's own setting: BLAS capped to 1 thread
         session.events.connect(lambda e: seen.__setitem__(0, seen[0] + len(e.records))
                                if isinstance(e, Batches) else None)
-        stop_interaction = _interaction(win, app) if interact else (lambda: None)
+        stop_interaction = _interaction(win, app, see_inside) if interact else (lambda: None)
 
         def close() -> None:
             stop_interaction()
@@ -193,6 +198,9 @@ def main() -> None:
                              "a process of its own) and/or thread (WIREGRAD_TRAINER=thread), e.g. "
                              "process,thread")
     parser.add_argument("--interact", action="store_true", help="pan, zoom and switch tabs while training")
+    parser.add_argument("--see-inside", action="store_true",
+                        help="with the Predictions view open (and, with --interact, every see-inside tab "
+                             "in the rotation)")
     parser.add_argument("--load", type=int, default=0, help="busy processes to run beside the app")
     parser.add_argument("--warmup", type=float, default=0.0,
                         help="seconds to let the load average settle before measuring")
@@ -218,7 +226,7 @@ def _run(args: argparse.Namespace) -> None:
 
     app = QApplication.instance() or QApplication([])
     tmp = Path(tempfile.mkdtemp(prefix="wiregrad-lag-"))
-    views = {"plots": _plots_view(app), "window": _window_view(app, tmp, args.interact)}
+    views = {"plots": _plots_view(app), "window": _window_view(app, tmp, args.interact, args.see_inside)}
     chosen = list(views) if args.view == "both" else [args.view]
     caps = {"capped": ("BLAS 1 thread", 1), "uncapped": ("BLAS uncapped", None)}
     blas = list(caps.values()) if args.blas == "both" else [caps[args.blas]]
@@ -234,6 +242,7 @@ def _run(args: argparse.Namespace) -> None:
                 lags, rate = measure(views[view], app, args.batches, cap)
                 p50, p99, worst = np.percentile(lags, 50), np.percentile(lags, 99), lags.max()
                 what = f"{view}+interact" if view == "window" and args.interact else view
+                what += "+inside" if view == "window" and args.see_inside else ""
                 print(f"round {r + 1}  {what:15s}  {where:7s}  {label:13s}  nice {nice:2d}  "
                       f"give way {way:.3f} s  "
                       f"switch {switch * 1000:.1f} ms  "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QCoreApplication, QObject, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QObject, Qt, QTimer, Signal
 
 from app.document import Document
 from app.step_graph import StepGraph
@@ -134,6 +134,7 @@ class SessionBridge(QObject):
     """
 
     events = Signal(object)
+    _wake = Signal()  # emitted from another thread: queued to the UI thread, which drains
 
     def __init__(self, doc: Document, run_dir: str | Path | None = None, *, parent: QObject | None = None,
                  worker_nice: int | None = None, isolate: bool | None = None, **session_options: Any) -> None:
@@ -157,6 +158,7 @@ class SessionBridge(QObject):
         self._timer.timeout.connect(self.drain)
         self._ui_beat = time.perf_counter()  # when the UI thread last drained: how far behind it is
         self._timer_running = False
+        self._wake.connect(self.drain, Qt.ConnectionType.QueuedConnection)
 
     # --- the session's --------------------------------------------------------------------------------
     @property
@@ -238,12 +240,23 @@ class SessionBridge(QObject):
         """Capture the autograd graph of a probe batch at the next batch boundary (a `StepGraph`)."""
         self.session.request_graph()
 
+    def ask_insight(self, kind: str, args: dict[str, Any] | None = None) -> None:
+        """Ask about the model as it is now (`app.insight`); the answer comes as an event."""
+        self.session.ask_insight(kind, args)
+
+    def watch_insight(self, kind: str, args: dict[str, Any] | None = None) -> None:
+        """Keep asking while the run trains (None stops)."""
+        self.session.watch_insight(kind, args)
+
     # --- in (training thread) ----------------------------------------------------------------------
     def _put(self, event: Any) -> None:
         """The session's subscriber: only appends to the inbox; at a batch's end it gives way to a late UI."""
         inbox = self._inbox
         with inbox.lock:
             inbox.items.append(event)
+            idle = not self._timer_running
+        if idle:  # an answer about a run that is not training: no timer drains, so wake the UI once
+            self._wake.emit()
         if isinstance(event, BatchMetrics) and not self.isolated:
             self._give_way()
 

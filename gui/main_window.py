@@ -145,6 +145,9 @@ class MainWindow(QMainWindow):
         from gui.training_monitor import TrainingMonitor
 
         self.training = TrainingMonitor(self)  # training panel, plots, doctor, graph view, runs
+        from gui.see_inside import SeeInside
+
+        self.see_inside = SeeInside(self, self.training)  # data, predictions, mistakes, summary, embedding
         self._idle_bottom_docks()
         self.training.panel.start_requested.connect(self.make_room_for_monitor)
         self.training.actions["start"].triggered.connect(self.make_room_for_monitor)
@@ -169,7 +172,7 @@ class MainWindow(QMainWindow):
 
     def _bottom_docks(self) -> list[QDockWidget]:
         t = self.training
-        return [t.monitor_dock, t.graph_dock, t.runs_dock]
+        return [t.monitor_dock, t.graph_dock, t.runs_dock, *self.see_inside.docks.values()]
 
     def _idle_bottom_docks(self) -> None:
         """Before any run the Monitor's plots are empty, and squeezed short they look broken: the
@@ -186,19 +189,30 @@ class MainWindow(QMainWindow):
         height; a graph that was all in view stays in view on the shorter canvas."""
         if not self.training.is_active():
             return
-        dock = self.training.monitor_dock
+        self._make_room_below(self.training.monitor_dock, show_all=True)
+
+    def show_inside_view(self, key: str) -> None:
+        """Show one of the "see inside" views (data, predictions, mistakes, summary, embedding) with a good
+        share of the height, as View ▸ Panels or `main.py --tab` do."""
+        self._make_room_below(self.see_inside.docks[key], show_all=False)
+
+    def _make_room_below(self, dock: QDockWidget, show_all: bool) -> None:
+        """Raise a bottom dock with a good share of the height (`show_all`: the whole bottom group shows);
+        a graph that was all in view stays in view on the shorter canvas."""
         want = round(self.height() * MONITOR_TRAINING_FRACTION)
         hidden = all(d.isHidden() for d in self._bottom_docks())
+        grows = hidden or dock.isHidden() or (not dock.isFloating() and dock.height() < want)
         ed = self.editor
-        if ed.view.visible_scene_rect().contains(ed.scene.nodes_rect()):
+        if grows and ed.view.visible_scene_rect().contains(ed.scene.nodes_rect()):
             # while training, the tints and sparklines matter more than reading every label, so
             # the graph may shrink a little below the readable zoom to stay whole
             # an untouched example's layout is the app's own: lay it out anew for the shorter canvas
             untouched_example = self.example is not None and not self.is_modified()
             ed.refit_while_resizing(TRAINING_MIN_ZOOM, arrange=untouched_example)
-        if hidden:
+        if hidden and show_all:
             for d in self._bottom_docks():
                 d.show()
+        dock.show()
         dock.raise_()
         if not dock.isFloating() and dock.height() < want:
             self.resizeDocks([dock], [want], Qt.Vertical)
@@ -758,6 +772,7 @@ class MainWindow(QMainWindow):
             return
         self._autosave.stop()
         self.training.shutdown()  # stop the worker thread before the widgets go
+        self.see_inside.shutdown()
         self._remove_recovery()
         self.editor.scene.close()
         event.accept()

@@ -76,7 +76,13 @@ class _CheckRunner(QObject):
 
 
 class TrainingMonitor(QObject):
-    """Everything training adds to the window. `start`, `pause`, ... act like the panel's buttons."""
+    """Everything training adds to the window. `start`, `pause`, ... act like the panel's buttons.
+
+    `session_attached(bridge)` says a run became the current one; `model_changed` that the model the
+    window shows is another (a new run, a reopened run, loaded weights, reset, another document)."""
+
+    session_attached = Signal(object)
+    model_changed = Signal()
 
     def __init__(self, window: Any, runs_root: str | os.PathLike[str] | None = None) -> None:
         super().__init__(window)
@@ -168,6 +174,10 @@ class TrainingMonitor(QObject):
         self._tint_timer = QTimer(self)
         self._tint_timer.setInterval(TINT_MS)
         self._tint_timer.timeout.connect(self.dashboard.refresh)
+        self._model_changed_timer = QTimer(self)
+        self._model_changed_timer.setSingleShot(True)
+        self._model_changed_timer.setInterval(0)
+        self._model_changed_timer.timeout.connect(self.model_changed.emit)
         self._progress_pending = False
         self._progress_timer = QTimer(self)
         self._progress_timer.setInterval(PROGRESS_MS)
@@ -309,6 +319,7 @@ class TrainingMonitor(QObject):
         self.forked = False
         self.panel.show_fork(None)
         session.events.connect(self._on_session_event)
+        self.session_attached.emit(session)
         session.request_graph()
         session.start()  # the session holds the run's lock while it trains (Runs tells a live run by it)
         self.runs.refresh()  # the new run is listed while it trains, not only once it has ended
@@ -608,6 +619,8 @@ class TrainingMonitor(QObject):
 
     # --- views --------------------------------------------------------------------------------------------
     def _clear_views(self) -> None:
+        if not self._model_changed_timer.isActive():  # once the caller has set the new state
+            self._model_changed_timer.start()
         self.plots.clear()
         self.doctor.clear()
         self.dashboard.clear()

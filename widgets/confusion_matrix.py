@@ -1,18 +1,34 @@
 """Confusion matrix of a classifier on the validation set: rows are true classes, columns the
 predicted ones, square cells shaded by row-normalised count and labelled with the count when the
-cells are big enough to read (colour only past that)."""
+cells are big enough to read (colour only past that). A click on a cell asks for its samples
+(`cell_clicked`); `ConfusionPanel` sets the matrix beside each class's precision, recall and F1."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent
-from PySide6.QtWidgets import QToolTip, QWidget
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPen, QResizeEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QAbstractScrollArea,
+    QBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSizePolicy,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.insight import model_caption
+from app.insight.validation import class_metrics
 from widgets.theme import current_theme
 
 MIN_COUNT_CELL_PX = 16  # below this a count no longer fits in its cell
+EMPTY_TEXT = "Start training a classifier to see which classes it confuses"
 
 
 def mix(a: QColor, b: QColor, t: float) -> QColor:
@@ -21,7 +37,10 @@ def mix(a: QColor, b: QColor, t: float) -> QColor:
 
 
 class ConfusionMatrixView(QWidget):
-    """Feed it `app.training.probes.Confusion` records with `show_matrix`. Hover a cell for its numbers."""
+    """Feed it `app.training.probes.Confusion` records with `show_matrix`. Hover a cell for its numbers;
+    click it for its samples (`cell_clicked(true, predicted)`; the clicked cell stays outlined)."""
+
+    cell_clicked = Signal(int, int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -33,8 +52,11 @@ class ConfusionMatrixView(QWidget):
         self._grid = QRectF()
         self._cell = 0.0
         self.counts_drawn = False
+        self.selected: tuple[int, int] | None = None
+        self.empty_text = EMPTY_TEXT  # shown while there is no matrix
 
     def show_matrix(self, confusion: Any) -> None:
+        self.empty_text = EMPTY_TEXT
         self.matrix = np.asarray(confusion.matrix)
         self.epoch = int(confusion.epoch)
         self.update()
@@ -42,6 +64,7 @@ class ConfusionMatrixView(QWidget):
     def clear(self) -> None:
         self.matrix = None
         self.epoch = None
+        self.selected = None
         self.update()
 
     def accuracy(self) -> float | None:
@@ -86,7 +109,7 @@ class ConfusionMatrixView(QWidget):
         if m is None or m.size == 0:
             p.setPen(QColor(theme.muted))
             p.drawText(self.rect().adjusted(8, title_h, -8, 0), Qt.AlignCenter | Qt.TextWordWrap,
-                       "Start training a classifier to see which classes it confuses")
+                       self.empty_text)
             return
         n = m.shape[0]
         label_w = fm.horizontalAdvance(self.label(n - 1) if n else "0") + 6
@@ -119,12 +142,18 @@ class ConfusionMatrixView(QWidget):
                     p.setPen(QColor("#ffffff") if strong else QColor(theme.text if m[i, j] else theme.muted))
                     p.drawText(QRectF(g.left() + j * c, g.top() + i * c, c, c), Qt.AlignCenter, str(m[i, j]))
             p.setFont(font)
+        if self.selected is not None and max(self.selected) < n:
+            i, j = self.selected
+            p.setPen(QPen(QColor(theme.text), 2))
+            p.drawRect(QRectF(g.left() + j * c, g.top() + i * c, c, c).adjusted(1, 1, -1, -1))
         # class labels on both axes (every k-th when the cells are narrow)
         p.setPen(QColor(theme.muted))
         every = max(1, int(np.ceil(fm.height() / max(c, 1))))
         for k in range(0, n, every):
             p.drawText(QRectF(g.left() - label_w - 2, g.top() + k * c, label_w, c),
                        Qt.AlignRight | Qt.AlignVCenter, self.label(k))
+        widest = max(fm.horizontalAdvance(self.label(k)) for k in range(n)) + 6  # names side by side
+        for k in range(0, n, max(every, int(np.ceil(widest / max(c, 1))))):
             p.drawText(QRectF(g.left() + k * c - 20, g.bottom() + 1, c + 40, fm.height()),
                        Qt.AlignHCenter | Qt.AlignTop, self.label(k))
         p.drawText(QRectF(g.left(), g.bottom() + fm.height(), g.width(), axis_h),
@@ -154,5 +183,150 @@ class ConfusionMatrixView(QWidget):
         cell = self.cell_at(event.position())
         if cell is None:
             QToolTip.hideText()
+            self.unsetCursor()
         else:
-            QToolTip.showText(event.globalPosition().toPoint(), self.cell_text(*cell), self)
+            text = self.cell_text(*cell) + " · click for the samples"
+            QToolTip.showText(event.globalPosition().toPoint(), text, self)
+            self.setCursor(Qt.CursorShape.PointingHandCursor)
+
+    def mousePressEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        cell = self.cell_at(event.position()) if event.button() == Qt.MouseButton.LeftButton else None
+        if cell is None:
+            super().mousePressEvent(event)
+            return
+        self.selected = cell
+        self.update()
+        self.cell_clicked.emit(*cell)
+
+
+def _fmt(value: float, undefined: bool = False) -> str:
+    return f"{value:.2f}" + ("*" if undefined else "")
+
+
+class ConfusionPanel(QWidget):
+    """The confusion matrix beside (below, when the panel is tall) a table of each class's precision,
+    recall, F1 and support with their macro and support-weighted averages. Fed `ValidationReport`s
+    (`show_report`) or bare `Confusion` records (`show_matrix`: the scores follow from the counts alone)."""
+
+    cell_clicked = Signal(int, int)  # true, predicted
+    HEADERS = ("class", "precision", "recall", "F1", "support")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.matrix_view = ConfusionMatrixView()
+        self.matrix_view.cell_clicked.connect(self.cell_clicked)
+        self.table = QTableWidget(0, len(self.HEADERS))
+        self.table.setHorizontalHeaderLabels(list(self.HEADERS))
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.table.setShowGrid(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
+        self.caption = QLabel("")
+        self.caption.setObjectName("caption")
+        self.caption.setWordWrap(True)
+        side = QWidget()
+        side_box = QVBoxLayout(side)
+        side_box.setContentsMargins(0, 0, 0, 0)
+        side_box.addWidget(self.table)
+        side_box.addWidget(self.caption)
+        side_box.addStretch(1)
+        self.table.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)  # no empty rows
+        self.side = side
+        self.box = QBoxLayout(QBoxLayout.Direction.LeftToRight, self)
+        self.box.setContentsMargins(4, 4, 4, 4)
+        self.box.addWidget(self.matrix_view, 1)
+        self.box.addWidget(side, 0)
+        self.report: Any = None
+        self.metrics: Any = None
+        self.side_width = 0  # the table's width with every column whole
+        self.clear()
+
+    def clear(self) -> None:
+        self.report = self.metrics = None
+        self.matrix_view.clear()
+        self.table.setRowCount(0)
+        self.side.setVisible(False)
+
+    def show_error(self, message: str) -> None:
+        """No report to show (not a classifier, no validation set): the matrix says why instead."""
+        self.clear()
+        self.matrix_view.empty_text = message
+
+    def show_matrix(self, confusion: Any, class_names: list[str] | None = None) -> None:
+        """A bare matrix (the training monitor's `Confusion`): its scores are computed from the counts."""
+        self.report = None
+        self.matrix_view.class_names = class_names
+        self.matrix_view.show_matrix(confusion)
+        self._fill(class_metrics(confusion.matrix), f"validation set after epoch {int(confusion.epoch) + 1}")
+
+    def show_report(self, report: Any) -> None:
+        """A `ValidationReport`; None (not a classifier, no validation set) clears the panel."""
+        if report is None:
+            self.clear()
+            return
+        self.report = report
+        self.matrix_view.class_names = list(report.class_names)
+        self.matrix_view.show_matrix(report.confusion())
+        part = (f"{report.samples:,} validation samples" if report.samples == report.total
+                else f"the first {report.samples:,} of {report.total:,} validation samples")
+        self._fill(report.metrics, f"{model_caption(report.step, report.epoch)} · {part}")
+
+    def _fill(self, s: Any, caption: str) -> None:
+        self.metrics = s
+        theme = current_theme()
+        n = len(s.support)
+        self.table.setRowCount(n + 2)
+        low = QColor(theme.error)
+        for k in range(n):
+            values = (_fmt(s.precision[k], s.precision_undefined[k]),
+                      _fmt(s.recall[k], s.recall_undefined[k]), _fmt(s.f1[k]), str(int(s.support[k])))
+            self._row(k, self.matrix_view.label(k), values)
+            if not s.recall_undefined[k]:  # a weak class stands out: F1 shaded towards the error colour
+                bad = QColor(low)
+                bad.setAlphaF(0.45 * (1.0 - float(s.f1[k])))
+                self.table.item(k, 3).setBackground(bad)
+            for col, flag, why in ((1, s.precision_undefined[k], "nothing was predicted as this class"),
+                                   (2, s.recall_undefined[k], "this class has no validation samples")):
+                if flag:
+                    self.table.item(k, col).setToolTip(f"0/0: {why}; counted as 0")
+        total = str(int(np.sum(s.support)))
+        self._row(n, "macro avg", tuple(_fmt(v) for v in s.macro) + (total,), bold=True)
+        self._row(n + 1, "weighted avg", tuple(_fmt(v) for v in s.weighted) + (total,), bold=True)
+        flagged = bool(np.any(s.precision_undefined) or np.any(s.recall_undefined))
+        self.caption.setText(caption + (" · * 0/0, counted as 0" if flagged else ""))
+        self.table.resizeColumnsToContents()
+        bar = self.table.verticalScrollBar().sizeHint().width()
+        self.side_width = self.table.horizontalHeader().length() + 2 * self.table.frameWidth() + bar
+        self.side.setVisible(True)
+        self._orient()
+
+    def _row(self, r: int, name: str, values: tuple[str, ...], bold: bool = False) -> None:
+        for col, text in enumerate((name, *values)):
+            item = QTableWidgetItem(text)
+            item.setTextAlignment((Qt.AlignLeft if col == 0 else Qt.AlignRight) | Qt.AlignVCenter)
+            if bold:
+                f = item.font()
+                f.setBold(True)
+                item.setFont(f)
+            self.table.setItem(r, col, item)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._orient()
+
+    def _orient(self) -> None:
+        """Side by side while the matrix keeps at least 40% of the panel's height across (its colours still
+        read; hover and the table give the numbers), else stacked with the matrix taking 60%."""
+        wide = self.side.isHidden() or self.width() - self.side_width >= 0.4 * self.height()
+        self.box.setDirection(QBoxLayout.Direction.LeftToRight if wide else QBoxLayout.Direction.TopToBottom)
+        if wide:
+            self.side.setFixedWidth(self.side_width)
+        else:  # stacked: the table takes the panel's width (and scrolls sideways when that is less)
+            self.side.setMinimumWidth(0)
+            self.side.setMaximumWidth(16777215)
+        self.box.setStretch(0, 1 if wide else 3)
+        self.box.setStretch(1, 0 if wide else 2)

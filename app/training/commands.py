@@ -38,7 +38,9 @@ class RunControl:
             return self._state
 
     def send(self, *command: Any) -> None:
-        """Queue a command: ("pause",), ("resume",), ("step",), ("stop",) or ("option", name, value)."""
+        """Queue a command: ("pause",), ("resume",), ("step",), ("stop",), ("option", name, value) or
+        ("call", fn): `fn()` runs on the training thread at the next batch boundary, or at once while the run
+        is paused (the window's questions about the live model: a prediction, a validation report)."""
         if command[0] == "stop":
             self.stop_requested.set()
         self._commands.put(command)
@@ -76,6 +78,8 @@ class RunControl:
         elif kind == "option":
             _, name, value = cmd
             self._on_option(name, value)
+        elif kind == "call":
+            cmd[1]()
 
     def gate(self, batch: int) -> bool:
         """At a batch boundary: apply commands; block while paused. False means stop now."""

@@ -50,14 +50,21 @@ def _predict(t: Any, x: np.ndarray) -> np.ndarray:
     return out.detach().to("cpu").numpy()
 
 
-def _classes(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _outputs_probability(t: Any) -> bool:
+    """Whether a one-column output is already a probability (BCELoss takes one; the rest take logits)."""
+    return "BCELoss" in t.loss_fn.names
+
+
+def _classes(p: np.ndarray, probability: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Class and its probability: softmax over C columns, else one column as a logit (or, with
+    `probability`, as P(class 1) already, as for BCELoss)."""
     if p.ndim == 2 and p.shape[1] > 1:
         z = p - p.max(axis=1, keepdims=True)
         e = np.exp(z)
         prob = e / e.sum(axis=1, keepdims=True)
         return prob.argmax(axis=1), prob.max(axis=1)
     score = p.reshape(len(p), -1)[:, 0]
-    prob = 1 / (1 + np.exp(-score))
+    prob = np.clip(score, 0.0, 1.0) if probability else 1 / (1 + np.exp(-score))
     return (prob > 0.5).astype(np.int64), np.maximum(prob, 1 - prob)
 
 
@@ -69,7 +76,7 @@ def decision_grid(t: Any, size: int = 64) -> BoundaryGrid:
     lo, hi = lo - pad, hi + pad
     gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], size), np.linspace(lo[1], hi[1], size))
     grid = np.stack([gx.ravel(), gy.ravel()], axis=1).astype(np.float32)
-    cls, conf = _classes(_predict(t, grid))
+    cls, conf = _classes(_predict(t, grid), _outputs_probability(t))
     pts = t.data.x_val if len(t.data.x_val) else t.data.x_train
     labels = t.data.y_val if len(t.data.x_val) else t.data.y_train
     extent = (float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1]))
@@ -77,17 +84,29 @@ def decision_grid(t: Any, size: int = 64) -> BoundaryGrid:
                         np.asarray(labels[:600]).astype(np.int64), int(t.data.num_classes or 2), int(t.step))
 
 
-def confusion_matrix(t: Any, epoch: int) -> Confusion:
-    """[true, predicted] counts on the validation set."""
-    n = int(t.data.num_classes or 2)
-    preds = []
-    for start in range(0, len(t.data.x_val), 512):
-        preds.append(_classes(_predict(t, t.data.x_val[start:start + 512]))[0])
-    guess = np.concatenate(preds)
-    truth = np.asarray(t.data.y_val).astype(np.int64)
+def predict_classes(t: Any, x: np.ndarray, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """The predicted class of each sample of `x` and its probability, in batches of `batch` (eval mode,
+    no grad): the one pass behind the confusion matrix and `app.insight.validation`."""
+    if len(x) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    bce = _outputs_probability(t)
+    parts = [_classes(_predict(t, x[start:start + batch]), bce) for start in range(0, len(x), batch)]
+    return (np.concatenate([c for c, _ in parts]).astype(np.int64),
+            np.concatenate([p for _, p in parts]).astype(np.float64))
+
+
+def confusion_counts(truth: np.ndarray, guess: np.ndarray, n: int) -> np.ndarray:
+    """[true, predicted] counts of `n` classes (ids out of range count in the nearest class)."""
     m = np.zeros((n, n), dtype=np.int64)
     np.add.at(m, (np.clip(truth, 0, n - 1), np.clip(guess, 0, n - 1)), 1)
-    return Confusion(m, epoch)
+    return m
+
+
+def confusion_matrix(t: Any, epoch: int) -> Confusion:
+    """[true, predicted] counts on the validation set."""
+    guess, _ = predict_classes(t, t.data.x_val)
+    truth = np.asarray(t.data.y_val).astype(np.int64)
+    return Confusion(confusion_counts(truth, guess, int(t.data.num_classes or 2)), epoch)
 
 
 def capture_graph(t: Any) -> Any:

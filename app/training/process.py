@@ -298,9 +298,22 @@ class ProcessSession:
     def request_graph(self) -> None:
         self._call("request_graph")
 
+    def ask_insight(self, kind: str, args: dict[str, Any] | None = None) -> None:
+        self._call("ask_insight", kind, _picklable(args))
+
+    def watch_insight(self, kind: str, args: dict[str, Any] | None = None) -> None:
+        self._call("watch_insight", kind, _picklable(args))
+
+
+def _picklable(args: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A question's arguments as they cross the pipe: arrays as plain NumPy arrays."""
+    if args is None:
+        return None
+    return {k: (np.ascontiguousarray(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+
 
 _COMMANDS = frozenset({"start", "pause", "resume", "stop", "step_once", "set_lr", "set_option",
-                       "set_doctor_policy", "request_graph"})
+                       "set_doctor_policy", "request_graph", "ask_insight", "watch_insight"})
 
 
 def _answer(session: Any, name: str, args: tuple) -> Any:

@@ -5,8 +5,9 @@ continue a reopened run from its checkpoint, start from loaded weights), with ru
 Everything that happens is told to subscribers as one typed event (`subscribe`), called on the training
 thread in the order it happened: `RunPlan` (before the first batch), the Trainer's own records
 (`BatchMetrics`, `EpochMetrics`, `Finding`, `ControlEvent`, `RunSummary`), `StateChanged`, `AmpState`,
-the probes of `app.training.probes` (`BoundaryGrid`, `Confusion`, a `StepGraph`), `Failed`, and
-finally `Finished`.
+the probes of `app.training.probes` (`BoundaryGrid`, `Confusion`, a `StepGraph`), the answers to the
+window's questions about the model (`app.insight`: a sample's prediction, a validation report, an
+embedding, or an `InsightError`), `Failed`, and finally `Finished`.
 The desktop app's bridge (`gui/bridge.py`) hands them to the UI thread; a script or the CLI can drive
 the class as it is."""
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 
 from app.document import Document
 from app.files import write_text_atomic
+from app.insight import PER_EPOCH, SAMPLE_EVERY_S
 from app.training.metrics import TrainerCallback
 from app.training.runs import hold_run_lock, note_run
 
@@ -87,6 +89,7 @@ class _Callback(TrainerCallback):
         self.trainer = trainer
         self._last_boundary = 0.0
         self._last_scale: float | None = None
+        self._last_sample = 0.0
 
     def on_run_start(self, info: Any) -> None:
         t = self.trainer
@@ -108,11 +111,14 @@ class _Callback(TrainerCallback):
 
             s._graph_wanted.clear()
             s._publish(capture_graph(t))
+        now = time.perf_counter()
+        if now - self._last_sample > SAMPLE_EVERY_S and "sample" in s._insight_watch:
+            self._last_sample = now
+            s._refresh_watched(("sample",))
         if not s.probes:
             return
         from app.training.probes import decision_grid, is_2d_classification
 
-        now = time.perf_counter()
         if now - self._last_boundary > BOUNDARY_EVERY_S and is_2d_classification(t):
             self._last_boundary = now
             s._publish(decision_grid(t))
@@ -120,6 +126,7 @@ class _Callback(TrainerCallback):
     def on_epoch_end(self, m: Any) -> None:
         s, t = self.session, self.trainer
         s._publish(m)
+        s._refresh_watched(PER_EPOCH)
         if not s.probes:
             return
         from app.training.probes import confusion_matrix, decision_grid, is_2d_classification
@@ -139,11 +146,14 @@ class _Callback(TrainerCallback):
     def on_state(self, state: str) -> None:
         self.session.state = state
         self.session._publish(StateChanged(state))
+        if state == "paused":  # the views show the model exactly as it paused
+            self.session._refresh_watched(("sample",))
 
     def on_run_end(self, summary: Any) -> None:
         self.session.summary = summary
         note_run(self.session.run_dir, status=summary.status)
         self.session._publish(summary)
+        self.session._refresh_watched(("sample",))
 
 
 class TrainingSession:
@@ -185,6 +195,14 @@ class TrainingSession:
         self._pending: list[tuple[str, tuple]] = []
         self._pending_lock = threading.Lock()
         self._graph_wanted = threading.Event()
+        # the window's questions about the model (app.insight): asked once, or watched (refreshed while it
+        # trains); the training thread answers them between steps while it lives (`_serving`), another
+        # thread of this process when it does not, one at a time (`_compute_lock`)
+        self._insight_lock = threading.Lock()
+        self._insight_asked: dict[str, dict[str, Any]] = {}
+        self._insight_watch: dict[str, dict[str, Any]] = {}
+        self._serving = False
+        self._compute_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._lock: Any = None  # RUN_DIR/run.lock while this process trains the run
         if not folder_ready:
@@ -253,6 +271,11 @@ class TrainingSession:
                 getattr(self._trainer, name)(*args)
             if self.start_paused:
                 self._trainer.pause()
+            with self._insight_lock:
+                self._serving = True  # from now on questions go to this thread, between steps
+            with self._compute_lock:
+                pass  # an answer another thread is computing on the model finishes before training moves it
+            self._serve_insights()
             self._trainer.run()
         except BaseException as exc:  # noqa: BLE001 - whoever watches must hear about every failure
             from app.training.errors import CheckpointError, TrainerError
@@ -269,6 +292,10 @@ class TrainingSession:
             trainer = self._trainer if self._trainer is not None else getattr(callback, "trainer", None)
             self._publish(Failed(*self.error, *failure_place(trainer, tb)))
         finally:
+            with self._insight_lock:
+                self._serving = False
+            if self._trainer is not None:
+                self._serve_insights()  # questions queued for a batch boundary that never came
             if self._trainer is not None and callback in self._trainer.callbacks:
                 self._trainer.callbacks.remove(callback)
             if self._lock is not None:  # run.json has its last word for this segment
@@ -320,6 +347,50 @@ class TrainingSession:
     def request_graph(self) -> None:
         """Capture the autograd graph of a probe batch at the next batch boundary (a StepGraph event)."""
         self._graph_wanted.set()
+
+    # --- questions about the model (app.insight) ---------------------------------------------------
+    def ask_insight(self, kind: str, args: dict[str, Any] | None = None) -> None:
+        """Answer question `kind` (`app.insight.KINDS`) about the model as it is now, as an event: between
+        two steps while the run trains (at once while it is paused), on a thread of its own when the run
+        has stopped or ended. Asked before the Trainer exists, it is answered once it does. A newer
+        question of the same kind replaces one not answered yet."""
+        with self._insight_lock:
+            self._insight_asked[kind] = dict(args or {})
+            serving, trainer = self._serving, self._trainer
+        if serving:
+            trainer.call_soon(self._serve_insights)
+        elif trainer is not None:
+            threading.Thread(target=self._serve_insights, name="wiregrad-insight", daemon=True).start()
+
+    def watch_insight(self, kind: str, args: dict[str, Any] | None = None) -> None:
+        """Keep question `kind` answered while the run trains (a sample every SAMPLE_EVERY_S, the
+        validation report and embedding at each epoch's end) and answer it now; `args=None` stops that."""
+        with self._insight_lock:
+            if args is None:
+                self._insight_watch.pop(kind, None)
+                return
+            self._insight_watch[kind] = dict(args)
+        self.ask_insight(kind, args)
+
+    def _refresh_watched(self, kinds: Any) -> None:
+        """On the training thread: answer the watched questions among `kinds` now."""
+        with self._insight_lock:
+            watched = {k: dict(a) for k, a in self._insight_watch.items() if k in kinds}
+        if watched and self._trainer is not None:
+            self._answer_all(watched)
+
+    def _serve_insights(self) -> None:
+        with self._insight_lock:
+            asked, self._insight_asked = self._insight_asked, {}
+        if asked and self._trainer is not None:
+            self._answer_all(asked)
+
+    def _answer_all(self, questions: dict[str, dict[str, Any]]) -> None:
+        from app.insight import answer
+
+        with self._compute_lock:
+            for kind, args in questions.items():
+                self._publish(answer(self._trainer, kind, args))
 
 
 def prepare_run_folder(doc: Document, run_dir: Path | None, run_meta: dict[str, Any] | None = None) -> None:

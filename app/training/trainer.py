@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +180,11 @@ class Trainer:
     def set_optimizer_option(self, name: str, value: Any) -> None:
         """Change an optimiser option (lr, momentum, weight_decay, betas, eps, ...) from the next step on."""
         self.control.send("option", name, checked_option(self.training["optimizer"]["type"], name, value))
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run `fn()` on the training thread at the next batch boundary (at once while paused): a question
+        about the live model answered between two steps, never in the middle of one."""
+        self.control.send("call", fn)
 
     def set_doctor_policy(self, policy: dict[str, str]) -> None:
         """Change what the run does on each doctor rule ("pause" or "warn") from the next finding on."""

@@ -256,7 +256,10 @@ class NodeEditor(QWidget):
         min_zoom, self._refit_min_zoom = self._refit_min_zoom, None
         if self._refit_arrange:
             self._refit_arrange = False
-            if self.arrange_to_fit() and min_zoom is not None:
+            # arranging shows the graph at the readable zoom; whether it moved nodes or not (already laid
+            # out so), it is then fitted down to `min_zoom`, never left cut off at the readable zoom
+            self.arrange_to_fit()
+            if min_zoom is not None:
                 self.view.fit_rect(self.scene.nodes_rect(), FIT_MARGIN, min_zoom)
 
     def resizeEvent(self, event: Any) -> None:
