@@ -64,3 +64,12 @@ def test_the_gui_package_is_the_shell():
     """The shell imports the layers below it (it is not checked against them: it sits on top)."""
     modules = {m.split(".")[0] for path in (ROOT / "gui").rglob("*.py") for _, m in imported_modules(path)}
     assert {"app", "widgets", "PySide6"} <= modules
+
+
+def test_test_files_have_unique_base_names():
+    """pytest imports test modules by base name (tests/ has no __init__.py): two files named alike in
+    different folders make the second fail to collect ("import file mismatch"), so each name is used once."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}

@@ -40,7 +40,7 @@ from app.document import Document
 from app.insight.data_preview import DataPreview, data_preview
 from widgets.array_image import array_to_pixmap
 from widgets.decision_boundary import class_colors
-from widgets.plots import PlainAxis, fill_background, layer_color, legend_html
+from widgets.plots import fill_background, layer_color, legend_html, themed_plot
 from widgets.theme import current_theme, icon
 
 THUMB_PX = 56  # a thumbnail's picture; its cell adds room for the label
@@ -85,19 +85,8 @@ def _error_line(exc: BaseException, doc: Document) -> str:
 
 
 def _plot(y_label: str = "", x_label: str = "") -> pg.PlotWidget:
-    """A themed plot like the training plots' (plain number axes, muted text)."""
-    theme = current_theme()
-    plot = pg.PlotWidget(background=theme.base,
-                         axisItems={"left": PlainAxis("left"), "bottom": PlainAxis("bottom")})
-    item = plot.getPlotItem()
-    for side in ("left", "bottom"):
-        axis = item.getAxis(side)
-        axis.setTextPen(theme.muted)
-        axis.setPen(theme.grid_major)
-    if y_label:
-        item.setLabel("left", y_label, color=theme.muted)
-    if x_label:
-        item.setLabel("bottom", x_label, color=theme.muted)
+    """A themed plot like the training plots', with a light grid."""
+    plot = themed_plot(y_label, x_label)
     plot.showGrid(x=True, y=True, alpha=0.2)
     return plot
 

@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from app.insight import model_caption
 from widgets.decision_boundary import class_colors
-from widgets.layer_outputs import fmt, heat_colormap, themed_plot
-from widgets.plots import fill_background, message_until_data
+from widgets.layer_outputs import fmt, heat_colormap
+from widgets.plots import fill_background, message_until_data, themed_plot
 from widgets.theme import current_theme
 
 PLACEHOLDER = "Train or press Refresh to see how a layer spreads the validation samples"

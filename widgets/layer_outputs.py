@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from widgets.array_image import array_to_pixmap, heat_colors
-from widgets.plots import PlainAxis, fill_background
+from widgets.plots import fill_background, themed_plot
 from widgets.theme import current_theme
 
 MAX_MAPS = 64  # feature maps drawn; more would be too small to read
@@ -57,18 +57,6 @@ def stats_text(a: np.ndarray) -> str:
     text = (f"mean {fmt(vals.mean())} · std {fmt(vals.std())} · min {fmt(vals.min())} · "
             f"max {fmt(vals.max())}")
     return text + (f" · {bad} not finite" if bad else "")
-
-
-def themed_plot(integer_x: bool = False, integer_y: bool = False) -> pg.PlotWidget:
-    """A pyqtgraph plot in the theme's colours with plain-number axes (integers where cells are counted)."""
-    theme = current_theme()
-    plot = pg.PlotWidget(background=theme.base, axisItems={
-        "left": PlainAxis("left", integer=integer_y), "bottom": PlainAxis("bottom", integer=integer_x)})
-    for side in ("left", "bottom"):
-        axis = plot.getPlotItem().getAxis(side)
-        axis.setTextPen(theme.muted)
-        axis.setPen(theme.grid_major)
-    return plot
 
 
 def _muted_label(text: str = "", wrap: bool = True) -> QLabel:

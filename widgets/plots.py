@@ -251,6 +251,25 @@ def legend_html(title: str, entries: Iterable[tuple[str, str, str]], text_color:
     return "<nobr>" + "&nbsp;&nbsp; ".join(parts) + "</nobr>"
 
 
+def themed_plot(y_label: str = "", x_label: str = "", *, integer_x: bool = False,
+                integer_y: bool = False) -> pg.PlotWidget:
+    """A pyqtgraph plot in the theme's colours with plain-number axes (whole numbers only where cells or
+    epochs are counted) and muted axis labels: the look of every plot of the app."""
+    theme = current_theme()
+    plot = pg.PlotWidget(background=theme.base, axisItems={
+        "left": PlainAxis("left", integer=integer_y), "bottom": PlainAxis("bottom", integer=integer_x)})
+    item = plot.getPlotItem()
+    for side in ("left", "bottom"):
+        axis = item.getAxis(side)
+        axis.setTextPen(theme.muted)
+        axis.setPen(theme.grid_major)
+    if y_label:
+        item.setLabel("left", y_label, color=theme.muted)
+    if x_label:
+        item.setLabel("bottom", x_label, color=theme.muted)
+    return plot
+
+
 def message_until_data(plot: QWidget, text: str) -> tuple[QLabel, QStackedLayout]:
     """A muted message shown in place of `plot` until there is data (switch with setCurrentWidget)."""
     theme = current_theme()
@@ -293,20 +312,11 @@ class PlotCard(QWidget):
         self.header.setWordWrap(False)
         self.header.setContentsMargins(6, 2, 6, 0)
         self.header.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
-        self.plot = pg.PlotWidget(background=theme.base,
-                                  axisItems={"left": PlainAxis("left"), "bottom": PlainAxis("bottom")})
+        self.plot = themed_plot(y_label, x_label)
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         item = self.plot.getPlotItem()
         item.setDownsampling(auto=True, mode="peak")
         item.setClipToView(True)
-        for side in ("left", "bottom"):
-            axis = item.getAxis(side)
-            axis.setTextPen(theme.muted)
-            axis.setPen(theme.grid_major)
-        if y_label:
-            item.setLabel("left", y_label, color=theme.muted)
-        if x_label:
-            item.setLabel("bottom", x_label, color=theme.muted)
         self.view = item.getViewBox()
         self.view.disableAutoRange()
         self.view.sigRangeChangedManually.connect(self._user_moved_view)
