@@ -76,6 +76,14 @@ def _shape_text(shape: Any, dtype: Any = None) -> str:
     return f"{text} {dtype}" if dtype is not None else text
 
 
+def _edges(node) -> tuple:
+    """The node's edges as the engine records them, one per forward argument and so aligned with its
+    `_input_meta` (which labels each edge with its tensor's shape); `next_functions` shows torch's view, which
+    leaves out the edges of dims, numbers and index tensors."""
+    edges = getattr(node, "_next", None)
+    return edges if edges is not None else (getattr(node, "next_functions", None) or ())
+
+
 def capture_step_graph(loss: Any, named_params: dict[str, list[tuple[str, Any]]], *,
                        grads: bool = True) -> StepGraph:
     """Walk `loss.grad_fn` (before backward frees it) and record every op. `named_params` maps a
@@ -105,7 +113,7 @@ def capture_step_graph(loss: Any, named_params: dict[str, list[tuple[str, Any]]]
             op.shape, op.dtype, op.strides = tuple(var.shape), str(var.dtype), tuple(var.stride())
             leaves.append((key, var))
         graph.ops[key] = op
-        for nxt in getattr(node, "next_functions", None) or ():
+        for nxt in _edges(node):
             if nxt is not None and nxt[0] is not None:
                 stack.append(nxt[0])
     # edges in a second pass, once every node has its key
@@ -117,7 +125,7 @@ def capture_step_graph(loss: Any, named_params: dict[str, list[tuple[str, Any]]]
             continue
         seen.add(id(node))
         meta = getattr(node, "_input_meta", None) or []
-        for i, nxt in enumerate(getattr(node, "next_functions", None) or ()):
+        for i, nxt in enumerate(_edges(node)):
             if nxt is None or nxt[0] is None:
                 continue
             m = meta[i] if i < len(meta) else None

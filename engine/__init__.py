@@ -13,8 +13,8 @@ _warnings.filterwarnings("ignore", message=r"(divide by zero|invalid value|overf
 from ._memory_format import channels_last, contiguous_format, memory_format, preserve_format
 from .autograd.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import device
-from .dtypes import bool_ as bool
 from .dtypes import (
+    bfloat16,
     dtype,
     float16,
     float32,
@@ -28,6 +28,7 @@ from .dtypes import (
     set_default_dtype,
     uint8,
 )
+from .dtypes import bool_ as bool
 from .dtypes import result_type as _result_type
 from .tensor import Size, Storage, Tensor
 
@@ -467,8 +468,12 @@ __version__ = "0.1.0"
 
 from . import _cuda_amp as _cuda_amp  # noqa: E402  (registers engine.cuda.amp, torch.cuda.amp's spelling)
 from . import _out, amp, func, nn, optim, utils  # noqa: E402  (after the core: they build on it)
-from .amp import autocast, is_autocast_enabled  # noqa: E402  (engine.autocast, like torch.autocast)
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402  (engine.autocast, like torch.autocast)
 from .serialization import load, save  # noqa: E402
 from .utils import data as _data  # noqa: E402,F401  (engine.utils.data importable as an attribute)
 
 _out.install(globals())  # torch's out= on the top-level functions that lack it (engine.sum(x, out=y))
+
+# torch.accelerator, torch.backends, torch.distributed: what scripts touch at start-up (engine/backends/...)
+from . import accelerator, backends, distributed  # noqa: E402,F401
+from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402,F401

@@ -24,13 +24,13 @@ class finfo:  # noqa: N801 - named like torch.finfo
         if not isinstance(dt, D.dtype) or not dt.is_floating_point:
             raise TypeError("torch.finfo() requires a floating point input type. Use torch.iinfo to handle "
                             "'torch.finfo'")
-        info = np.finfo(dt.np)
+        info = D.np_finfo(dt.np)
         self.bits = info.bits
         self.eps = float(info.eps)
         self.max = float(info.max)
         self.min = float(info.min)
         self.tiny = self.smallest_normal = float(info.smallest_normal)
-        self.resolution = 10.0 ** -info.precision  # exactly 1e-3 for float16, not its float16 rounding
+        self.resolution = 10.0 ** -info.precision  # exactly 1e-3 for float16 (0.01 for bfloat16), not rounded
         self.dtype = dt.name
 
     def __repr__(self) -> str:
@@ -201,10 +201,6 @@ def is_inference(input) -> bool:
     return bool(getattr(input, "_inference", False))
 
 
-_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long", "int32": "Int",
-               "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
-
-
 def typename(obj) -> str:
     """'torch.FloatTensor' for a float32 CPU tensor (torch's legacy type names, engine's module prefix kept
     as torch's so code that compares them works), the class name otherwise."""
@@ -212,7 +208,7 @@ def typename(obj) -> str:
 
     if isinstance(obj, Tensor):
         prefix = "torch.cuda." if obj.is_cuda else "torch."
-        return f"{prefix}{_TYPE_NAMES[obj.dtype.name]}Tensor"
+        return f"{prefix}{D.scalar_type_name(obj.dtype)}Tensor"
     cls = type(obj)
     return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__name__}"
 

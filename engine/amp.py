@@ -1,8 +1,15 @@
-"""Mixed precision: `autocast` (thread-local; matmul-like ops run in half precision, reductions, softmax and
-losses stay float32) and `GradScaler` (loss scaling that skips steps with inf/NaN gradients), as in torch.amp.
+"""Mixed precision: `autocast` (thread-local; matmul-like ops run in a lower precision, losses in float32)
+and `GradScaler` (loss scaling that skips steps with inf/NaN gradients), as in torch.amp.
 
-Ops opt in: matmul/linear/conv call `autocast_cast(*tensors)` on their floating inputs; ops that must stay
-in float32 may call `autocast_fp32(*tensors)` to upcast half inputs while autocast is on."""
+The lower precision is torch's default for the device: bfloat16 on the CPU, float16 on a GPU (a GPU has no
+bfloat16 here: CuPy has no bfloat16 arrays). torch's CPU lists: matmul-like ops (matmul, mm, bmm, baddbmm,
+addmm, addbmm, linear, einsum through matmul, conv*, conv_transpose*, prelu, scaled_dot_product_attention)
+run in the lower precision; losses (mse, l1, smooth_l1, huber, nll, cross_entropy, binary_cross_entropy
+(with_logits), kl_div, the margin losses, ctc), prod, trace and cdist run in float32; every other op runs in
+the dtype of its inputs (a bfloat16 activation stays bfloat16 through relu, softmax, layer_norm...).
+
+Ops opt in: matmul/linear/conv call `autocast_cast(*tensors)` on their floating inputs; ops that must run
+in float32 call `autocast_fp32(*tensors)` to upcast lower-precision inputs while autocast is on."""
 
 from __future__ import annotations
 
@@ -17,11 +24,16 @@ import numpy as np
 from . import dtypes as D
 from .autograd.inplace import bump
 
+_DEFAULT_DTYPE = {"cpu": D.bfloat16, "cuda": D.float16}  # torch's defaults for each device type
+_SUPPORTED = {"cpu": (D.bfloat16, D.float16), "cuda": (D.float16, D.bfloat16)}
+_LOWER = (D.float16, D.bfloat16)
+_CASTABLE = (D.float16, D.bfloat16, D.float32)  # what autocast casts: floating tensors but float64 ones
+
 
 class _AmpState(threading.local):
     def __init__(self):
         self.enabled = {"cpu": False, "cuda": False}
-        self.dtype = {"cpu": D.float16, "cuda": D.float16}
+        self.dtype = dict(_DEFAULT_DTYPE)
         self.any = False  # fast check for the ops: is autocast on for any device type
 
 
@@ -60,17 +72,23 @@ class autocast:  # noqa: N801 - PyTorch's name
         enabled: bool = True,
         cache_enabled: bool | None = None,
     ):
-        self.device_type = _device_type(device_type)
-        self.fast_dtype = D.float16 if dtype is None else D.as_dtype(dtype)
-        if self.fast_dtype not in (D.float16, D.float32, D.float64):
-            raise RuntimeError(
-                f"In autocast, but the target dtype is not supported: {self.fast_dtype}. Wiregrad "
-                "supports engine.float16 (and float32 to switch casting off)"
-            )
+        self.device_type = dt = _device_type(device_type)
+        self.fast_dtype = get_autocast_dtype(dt) if dtype is None else D.as_dtype(dtype)
         self._enabled = bool(enabled)
-        if self._enabled and self.device_type == "cuda" and not _cuda_available():
+        if self._enabled and dt == "cuda" and not _cuda_available():
             warnings.warn("CUDA is not available. Disabling autocast.", UserWarning, stacklevel=2)
             self._enabled = False
+        if self._enabled and self.fast_dtype not in _SUPPORTED[dt]:
+            name = "CPU" if dt == "cpu" else "CUDA"
+            allowed = ", ".join(f"torch.{d.name}" for d in _SUPPORTED[dt])
+            warnings.warn(f"In {name} autocast, but the target dtype is not supported. Disabling autocast.\n"
+                          f"{name} Autocast only supports dtypes of {allowed} currently.", UserWarning,
+                          stacklevel=2)
+            self._enabled = False
+        if self._enabled and dt == "cuda" and self.fast_dtype is D.bfloat16:
+            # torch's answer on a GPU without bfloat16; the engine keeps bfloat16 on the CPU (no CuPy dtype)
+            raise RuntimeError("Current CUDA Device does not support bfloat16. Please switch dtype to "
+                               "float16.")
 
     def __enter__(self):
         dt = self.device_type
@@ -102,7 +120,7 @@ def autocast_cast(*tensors):
         return tensors
     out = []
     for t in tensors:
-        if t is not None and hasattr(t, "_dtype") and t._dtype.is_floating_point:
+        if t is not None and hasattr(t, "_dtype") and t._dtype in _CASTABLE:
             dt = t._storage.device.type
             if _state.enabled[dt] and t._dtype is not _state.dtype[dt]:
                 t = t.to(_state.dtype[dt])
@@ -111,18 +129,33 @@ def autocast_cast(*tensors):
 
 
 def autocast_fp32(*tensors):
-    """For ops that must run in float32 under autocast (reductions, softmax, losses): upcast half inputs."""
+    """For ops that must run in float32 under autocast (losses, prod, trace...): upcast lower-precision
+    inputs (float16 or bfloat16, whichever autocast is using)."""
     if not _state.any:
         return tensors
     return tuple(
         t.to(D.float32)
         if t is not None
         and hasattr(t, "_dtype")
-        and t._dtype is D.float16
+        and t._dtype in _LOWER
         and _state.enabled[t._storage.device.type]
         else t
         for t in tensors
     )
+
+
+def in_float32(t):
+    """One tensor through autocast_fp32 (prod, trace, cdist: torch's CPU float32 list)."""
+    return autocast_fp32(t)[0] if _state.any else t
+
+
+def without_cpu_autocast(fn, *args):
+    """fn(*args) with CPU autocast off: products torch's CPU list leaves alone (dot, mv, addmv) go through
+    matmul here, which autocast would otherwise cast."""
+    if not _state.enabled["cpu"]:
+        return fn(*args)
+    with autocast("cpu", _state.dtype["cpu"], enabled=False):
+        return fn(*args)
 
 
 # ----------------------------------------------------------------------------- GradScaler

@@ -85,6 +85,15 @@ def get_device_capability(device=None) -> tuple[int, int]:
     return p.major, p.minor
 
 
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """Whether bfloat16 tensors can live on the GPU here. torch says True on compute capability 8.0 and
+    newer; the engine's GPU path (CuPy) has no bfloat16 kernels, and moving a bfloat16 tensor to a GPU
+    raises, so the honest answer is False everywhere: a script that checks before choosing its dtype then
+    picks float16 or float32, which work. (`including_emulation` is accepted for torch's signature.)"""
+    del including_emulation
+    return False
+
+
 def synchronize(device=None) -> None:
     """Wait for every kernel and copy queued on `device` (the current GPU by default)."""
     cupy_backend.require().synchronize(device)

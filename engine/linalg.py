@@ -10,6 +10,7 @@ import numpy as np
 
 from . import dtypes as D
 from ._out import with_out
+from .amp import autocast_cast
 from .autograd.function import Function
 from .autograd.grad_mode import no_grad, state
 from .autograd.naming import torch_node
@@ -512,6 +513,7 @@ def cholesky_inverse(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
 
 
 CholeskyInverseBackward0 = torch_node(CholeskySolve, "CholeskyInverseBackward0")  # the same solve
+CholeskyInverseBackward0._torch_edges = (1,)  # the factor's edge only (the solve's right side is I)
 
 
 # ----------------------------------------------------------------------------- QR
@@ -1016,6 +1018,7 @@ def _torch_cross(input: Tensor, other: Tensor, dim: int | None = None, *, out=No
 
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1, out=None) -> Tensor:
     """sum(x * y) along dim, broadcast (real tensors: nothing to conjugate)."""
+    x, y = autocast_cast(x, y)  # on torch's CPU autocast list (lower precision)
     return (x * y).sum(dim)
 
 

@@ -5,6 +5,8 @@ import json
 
 import numpy as np
 
+from . import dtypes as D
+
 
 class Generator:
     """A seeded source of random numbers (PyTorch's torch.Generator). State round-trips bit for bit."""
@@ -52,13 +54,13 @@ class Generator:
 
     # samplers used by the factories; they return NumPy arrays (a CUDA generator would return CuPy ones)
     def uniform(self, shape, np_dtype):
-        if np.dtype(np_dtype) == np.float16:
-            return self._np.random(shape, dtype=np.float32).astype(np.float16)
+        if np.dtype(np_dtype) in D.LOW_FLOATS:  # NumPy draws float32 and float64 only
+            return self._np.random(shape, dtype=np.float32).astype(np_dtype)
         return self._np.random(shape, dtype=np_dtype)
 
     def normal(self, shape, np_dtype):
-        if np.dtype(np_dtype) == np.float16:
-            return self._np.standard_normal(shape, dtype=np.float32).astype(np.float16)
+        if np.dtype(np_dtype) in D.LOW_FLOATS:
+            return self._np.standard_normal(shape, dtype=np.float32).astype(np_dtype)
         return self._np.standard_normal(shape, dtype=np_dtype)
 
     def integers(self, low, high, shape, np_dtype):

@@ -660,6 +660,9 @@ class Tensor:
     def half(self) -> Tensor:
         return self.to(D.float16)
 
+    def bfloat16(self) -> Tensor:
+        return self.to(D.bfloat16)
+
     def long(self) -> Tensor:
         return self.to(D.int64)
 
@@ -751,7 +754,7 @@ class Tensor:
         return iter(self.unbind(0))
 
     def __reduce_ex__(self, protocol):
-        raise TypeError("Wiregrad tensors are not pickled; use engine.save (a safe, non-pickle format)")
+        raise TypeError("Wiregrad tensors are not pickled; use engine.save (torch's .pt format, read safely)")
 
     def __deepcopy__(self, memo):
         if self.grad_fn is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import warnings
 
+import ml_dtypes
 import numpy as np
 import torch
 
@@ -18,8 +19,9 @@ import engine
 _TO_TORCH = {
     engine.float32: torch.float32, engine.float64: torch.float64, engine.float16: torch.float16,
     engine.int64: torch.int64, engine.int32: torch.int32, engine.int16: torch.int16, engine.int8: torch.int8,
-    engine.uint8: torch.uint8, engine.bool: torch.bool,
+    engine.uint8: torch.uint8, engine.bool: torch.bool, engine.bfloat16: torch.bfloat16,
 }
+_BF16 = np.dtype(ml_dtypes.bfloat16)  # the engine's bfloat16 arrays; torch's .numpy() has no bfloat16
 
 
 def torch_dtype(dt) -> torch.dtype:
@@ -38,12 +40,15 @@ def dtype_name(dt) -> str:
 def to_engine(a, requires_grad: bool = False) -> engine.Tensor:
     """An engine leaf holding a copy of `a` (a NumPy array, a number or a torch tensor)."""
     if isinstance(a, torch.Tensor):
-        a = a.detach().numpy().copy()
+        a = to_np(a).copy()
     return engine.tensor(np.asarray(a), requires_grad=requires_grad)
 
 
 def to_torch(a, requires_grad: bool = False) -> torch.Tensor:
-    return torch.tensor(np.asarray(a), requires_grad=requires_grad)
+    a = np.asarray(a)
+    if a.dtype == _BF16:  # the same bits, read as torch's bfloat16
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).requires_grad_(requires_grad)
+    return torch.tensor(a, requires_grad=requires_grad)
 
 
 def to_np(x) -> np.ndarray | None:
@@ -52,6 +57,8 @@ def to_np(x) -> np.ndarray | None:
     if x is None:
         return None
     if isinstance(x, torch.Tensor):
+        if x.dtype is torch.bfloat16:  # the same bits as ml_dtypes' bfloat16 (the engine's storage)
+            return x.detach().cpu().view(torch.int16).numpy().view(_BF16)
         return x.detach().cpu().numpy()
     if isinstance(x, engine.Tensor):
         return np.asarray(x.detach().numpy())
@@ -111,6 +118,8 @@ def copy_engine_into_torch(e: engine.nn.Module, t: torch.nn.Module) -> None:
 # ----------------------------------------------------------------------------- comparing results
 def default_tol(*dtypes) -> tuple[float, float]:
     """(rtol, atol) for comparing values of these NumPy dtypes: float32's when either is float32."""
+    if any(np.dtype(d) == _BF16 for d in dtypes):
+        return 1.6e-2, 1e-5  # torch.testing's bfloat16 tolerance
     if any(np.dtype(d) == np.float32 for d in dtypes):
         return 1e-4, 1e-5
     return 1e-7, 1e-9
@@ -136,6 +145,7 @@ def close(e, t, what: str = "", rtol: float | None = None, atol: float | None = 
         return
     d_rtol, d_atol = default_tol(a.dtype, b.dtype)
     rtol, atol = d_rtol if rtol is None else rtol, d_atol if atol is None else atol
+    a, b = (x.astype(np.float32) if x.dtype == _BF16 else x for x in (a, b))
     np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
 
 
@@ -318,6 +328,8 @@ def outcome(fn, T, values: bool = True):
         r = fn(T)
     except Exception as e:  # noqa: BLE001 - the exception is what gets compared
         return type(e).__name__, str(e)
+    if values and r.dtype in (torch.bfloat16, engine.bfloat16):  # exact in float32
+        return (tuple(r.shape), dtype_name(r.dtype), to_np(r).astype(np.float32).tolist())
     return (tuple(r.shape), dtype_name(r.dtype)) + ((r.detach().numpy().tolist(),) if values else ())
 
 

@@ -1,5 +1,6 @@
-"""Checkpoints in the engine's safe (non-pickle) format: weights, optimiser, schedule, scaler,
-RNG, the epoch/batch cursor, the document that was trained and the run's metadata.
+"""Checkpoints in engine.save's format (torch's .pt zip, read back without running code): weights,
+optimiser, schedule, scaler, RNG, the epoch/batch cursor, the document that was trained and the run's
+metadata.
 """
 from __future__ import annotations
 

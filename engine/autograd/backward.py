@@ -157,12 +157,12 @@ def run_backward(
     # 1. dependency counts over every node reachable from the roots
     stack = [] if by_seq else list(root_nodes)
     while stack:
-        for nx in filter(None, stack.pop().next_functions):  # filter drops the None edges in C
+        for nx in filter(None, stack.pop()._next):  # filter drops the None edges in C
             nxn = nx[0]
             c = deps.get(nxn)
             if c is None:
                 deps[nxn] = 1
-                if nxn.next_functions and nxn not in root_nodes:  # leaves (AccumulateGrad) lead nowhere
+                if nxn._next and nxn not in root_nodes:  # leaves (AccumulateGrad) lead nowhere
                     stack.append(nxn)
             else:
                 deps[nxn] = c + 1
@@ -183,14 +183,14 @@ def run_backward(
                 continue
             seen_r.add(n)
             topo.append(n)
-            for nx in n.next_functions:
+            for nx in n._next:
                 if nx is None:
                     continue
                 pending[nx[0]] -= 1
                 if pending[nx[0]] == 0:
                     ready.append(nx[0])
         for n in reversed(topo):
-            if n in targets or any(nx is not None and nx[0] in needed for nx in n.next_functions):
+            if n in targets or any(nx is not None and nx[0] in needed for nx in n._next):
                 needed.add(n)
 
     Tensor, wrap = _function.Tensor, _function._wrap_array
@@ -232,7 +232,7 @@ def run_backward(
             if bwa is not None and (node._hooks or node._pre_hooks):
                 bwa = None  # hooks see tensors
             if bwa is not None:  # an array-passing node (single output, no hooks): arrays in, arrays out
-                nexts = node.next_functions
+                nexts = node._next
                 g = buf[0]
                 if g is None:
                     grads = (None,) * len(nexts)
@@ -271,7 +271,7 @@ def run_backward(
                         _accumulate_into_leaf(node, buf[0], create_graph)
                     continue
 
-                nexts = node.next_functions
+                nexts = node._next
                 single = len(buf) == 1  # most nodes: skip the generic all()/materialize passes
                 if (buf[0] is None) if single else all(g is None for g in buf):
                     grads = (None,) * len(nexts)
@@ -398,7 +398,7 @@ def _settle_leaves_after_error(root_nodes, done, started, late) -> None:
     seen = set(root_nodes)
     stack = list(root_nodes)
     while stack:
-        for nx in stack.pop().next_functions:
+        for nx in stack.pop()._next:
             if nx is None:
                 continue
             m = nx[0]
@@ -409,7 +409,7 @@ def _settle_leaves_after_error(root_nodes, done, started, late) -> None:
                 stack.append(m)
     got: dict = {}
     for n in done:
-        for nx in n.next_functions:
+        for nx in n._next:
             if nx is not None and nx[0].__class__ is AccumulateGrad:
                 got[nx[0]] = got.get(nx[0], 0) + 1
     for acc in started:
@@ -432,7 +432,7 @@ def _add_late_sum(acc, g) -> None:
 
 
 def _release_children(node, deps, heap):
-    for nx in node.next_functions:
+    for nx in node._next:
         if nx is None:
             continue
         deps[nx[0]] -= 1
@@ -460,7 +460,7 @@ def _materialize(node, buf):
 def _check_grads(node, grads: tuple) -> tuple:
     """One gradient per forward input: None where no gradient flows, reduced to the input's shape, in its
     dtype. Returns `grads` itself when it already is all that (the common case)."""
-    nexts = node.next_functions
+    nexts = node._next
     n_in = len(nexts)
     if len(grads) != n_in:
         if len(grads) < n_in:

@@ -8,6 +8,7 @@ import weakref
 
 from .grad_mode import state
 
+_NO_EDGE = (None, 0)
 _seq = itertools.count()
 _next_seq = _seq.__next__
 
@@ -36,7 +37,7 @@ class Node:
     Fields most nodes never change are class-level defaults (an instance stores them only when set), so
     recording an op sets three fields instead of nine."""
 
-    __slots__ = ("next_functions", "_input_meta", "_seq", "__weakref__", "__dict__")
+    __slots__ = ("_next", "_input_meta", "_seq", "__weakref__", "__dict__")
     scope = None  # the module that ran the op (state.scope)
     _pre_hooks = None
     _hooks = None
@@ -44,9 +45,30 @@ class Node:
     _trace = None  # the forward's stack, under anomaly mode
     _n_outputs = 1
     _backward_arrays = None  # see Function
+    # which recorded arguments torch's node has edges for, in its order, where the rule of next_functions does
+    # not find them (an argument past the recorded ones, or one without a gradient, is (None, 0))
+    _torch_edges = None
+    _through = False  # a copy made inside an op (an in-place op's old value), which next_functions skips
 
     def name(self) -> str:
         return type(self).__name__
+
+    @property
+    def next_functions(self) -> tuple:
+        """torch's view of the edges: (node, output_nr) for each tensor input torch's node differentiates,
+        (None, 0) for one without a gradient. The graph keeps one entry per forward argument (`_next`), a
+        bare None (which backward's loops skip without unpacking) for a dim, a number or an index tensor
+        too; torch has no edge for those, unless the op names its operands (`_edges`: `x - 2` has two)."""
+        edges, meta = self._next, self._input_meta
+        order = self._torch_edges
+        if order is not None:
+            shown = [edges[i] if i < len(edges) else None for i in order]
+        elif getattr(self, "_edges", 0) or meta is None or len(meta) != len(edges):
+            shown = edges
+        else:
+            shown = [e for e, m in zip(edges, meta)
+                     if e is not None or (m is not None and m[1].is_floating_point)]
+        return tuple(_NO_EDGE if e is None else _past_copies(e) for e in shown)
 
     def register_hook(self, fn):
         """fn(grad_inputs, grad_outputs) runs after this node's backward; may return new grad_inputs."""
@@ -68,6 +90,15 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
+
+
+def _past_copies(edge: tuple) -> tuple:
+    """The edge, or where the copies the engine made inside an op (Node._through) lead."""
+    while edge[0]._through:
+        edge = edge[0]._next[0] or _NO_EDGE
+        if edge[0] is None:
+            break
+    return edge
 
 
 class _RemovableHandle:
@@ -211,10 +242,10 @@ class Function(Node):
             a = args[0]
             if a._rg:
                 gf = a.grad_fn
-                node.next_functions = ((gf, a._output_nr) if gf is not None else a._grad_edge(),)
+                node._next = ((gf, a._output_nr) if gf is not None else a._grad_edge(),)
                 node.needs_input_grad = (True,)
             else:
-                node.next_functions = (None,)
+                node._next = (None,)
                 node.needs_input_grad = (False,)
             node._input_meta = [(a._shape, a._dtype)]
             node._seq = _next_seq()
@@ -241,7 +272,7 @@ class Function(Node):
         # numbered after its inputs' nodes, including any an input made just now (a view's grad_fn rebuilt
         # after an in-place op, views.py _TrackedView): backward's order relies on consumers numbering higher
         node._seq = _next_seq()
-        node.next_functions = tuple(nf)
+        node._next = tuple(nf)
         node._input_meta = meta
         node.needs_input_grad = tuple(nig)
         return node
@@ -331,7 +362,7 @@ class AccumulateGrad(Node):
 
     def __init__(self, tensor):
         self._variable = weakref.ref(tensor)
-        self.next_functions = ()
+        self._next = ()
         self._input_meta = [(tensor._shape, tensor._dtype)]
         self._seq = _next_seq()
 

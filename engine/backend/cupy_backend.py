@@ -186,11 +186,22 @@ def _retire_finished_copies() -> None:
     _inflight[:] = [(ev, host) for ev, host in _inflight if not ev.done]
 
 
+_BFLOAT16 = "bfloat16"
+
+
+def check_dtype(dtype) -> None:
+    """CuPy has no bfloat16 arrays (nor do our kernels): such a tensor stays on the CPU, or a clear error."""
+    if np.dtype(dtype).name == _BFLOAT16:
+        raise TypeError("bfloat16 tensors live on the CPU only: CuPy has no bfloat16 arrays. On a GPU use "
+                        "float16 (autocast('cuda') uses it by default), or keep the tensor on the CPU")
+
+
 def from_numpy(arr: np.ndarray, device=None, non_blocking: bool = False):
     """Copies a host array to GPU `device`. non_blocking: queued on the current stream (truly asynchronous
     when `arr` is pinned); the host array is kept alive until the copy has run."""
     if not isinstance(arr, np.ndarray):  # already a device array (a CUDA generator's draw)
         return arr
+    check_dtype(arr.dtype)
     with _cp.cuda.Device(device_index(device)):
         if not non_blocking:
             return _cp.asarray(arr)
@@ -205,6 +216,7 @@ def from_numpy(arr: np.ndarray, device=None, non_blocking: bool = False):
 
 def new(kind: str, shape: tuple, dtype, device=None, fill=None):
     """A fresh array made on GPU `device` (zeros, ones, empty, or full of `fill`), never via the host."""
+    check_dtype(dtype)
     with _cp.cuda.Device(device_index(device)):
         if kind == "full":
             return _cp.full(shape, fill[()] if isinstance(fill, np.ndarray) else fill, dtype)

@@ -10,3 +10,7 @@ __all__ = [
     "Module", "Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer",
     "functional", "init", "utils",
 ] + list(_modules_all)
+
+# engine.nn.parallel (DataParallel, DistributedDataParallel) wraps the modules above, so it comes after them
+from . import parallel  # noqa: E402,F401
+from .parallel import DataParallel  # noqa: E402,F401  (torch.nn.DataParallel)

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _strides as S
 from .. import dtypes as D
+from ..amp import in_float32
 from ..autograd.function import Function
 from ..autograd.naming import torch_node
 from ..tensor import Tensor, _wrap_array
@@ -229,6 +230,9 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = Non
                            f"X2: {x2._shape[-1]}")
     if p < 0:
         raise RuntimeError(f"cdist only supports non-negative p values, got {p}")
+    x1, x2 = in_float32(x1), in_float32(x2)  # torch's autocast runs cdist in float32
+    if x1._dtype.np in D.LOW_FLOATS and not x1.is_cuda:  # torch's CPU kernel has no 2-byte float loop
+        raise NotImplementedError(f"\"cdist\" not implemented for '{D.scalar_type_name(x1._dtype)}'")
     return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, dim=-1)
 
 
@@ -300,6 +304,7 @@ class Xlogy(Function):
 XlogyBackward0 = torch_node(Xlogy, "XlogyBackward0")
 XlogyBackward1 = torch_node(Xlogy, "XlogyBackward1")  # a scalar x
 XlogyBackward2 = torch_node(Xlogy, "XlogyBackward2")  # a scalar y
+XlogyBackward1._torch_edges, XlogyBackward2._torch_edges = (1,), (0,)  # Scalar overloads: the tensor's edge
 
 
 def xlogy(input, other) -> Tensor:

@@ -73,9 +73,6 @@ def _infer_dtype(data) -> D.dtype:
     return out
 
 
-_C_FLOAT_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double"}  # torch's error wording
-
-
 def storable(values, dt: D.dtype, *, fill: bool = False) -> np.ndarray:
     """Python numbers (or an array NumPy made of them) stored as dtype `dt` the way torch stores a scalar
     (tensor(), full, fill_, setitem, clamp and masked_fill bounds): an integer dtype refuses a value it
@@ -85,8 +82,8 @@ def storable(values, dt: D.dtype, *, fill: bool = False) -> np.ndarray:
     arr = np.asarray(values)
     if fill and dt.is_floating_point and arr.dtype.kind in "iuf":
         with np.errstate(invalid="ignore"):
-            if (np.isfinite(arr) & (np.abs(arr) > np.finfo(dt.np).max)).any():
-                name = _C_FLOAT_NAMES.get(dt.name, dt.name)
+            if (np.isfinite(arr) & (np.abs(arr) > D.np_finfo(dt.np).max)).any():
+                name = D.cpp_type_name(dt)
                 raise RuntimeError(f"value cannot be converted to type {name} without overflow")
     if dt._cat != 1 or arr.dtype.kind not in "iuf":
         return arr.astype(dt.np)
@@ -370,6 +367,8 @@ def _check_spaced(dt: D.dtype, steps: int, kernel: str) -> None:
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     dt = _dt(dtype)
     _check_spaced(dt, steps, "linspace_cpu")
+    if dt.np in D.LOW_FLOATS and int(steps) >= 2:
+        return _finish(_low_float_linspace(start, end, int(steps), dt.np), device, requires_grad)
     if dt.is_floating_point or int(steps) < 2:
         arr = np.linspace(start, end, int(steps), dtype=np.float64).astype(dt.np)
         return _finish(arr, device, requires_grad)
@@ -381,6 +380,19 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad=F
     idx = np.arange(n, dtype=np.float64)
     vals = np.where(idx < n // 2, lo + step * idx, hi - step * (n - idx - 1))
     return _finish(np.trunc(vals).astype(dt.np), device, requires_grad)
+
+
+def _low_float_linspace(start, end, n: int, np_dtype):
+    """linspace in a 2-byte float as torch's CPU kernel makes it: bounds and step in that dtype, each
+    product and sum rounded to it, the first half counted up from start and the rest down from end."""
+    def r(v):
+        return np.asarray(v, dtype=np.float32).astype(np_dtype).astype(np.float32)
+
+    lo, hi = r(start), r(end)
+    step = r((hi - lo) / (n - 1))
+    idx = np.arange(n, dtype=np.float32)
+    vals = np.where(idx < n // 2, r(lo + r(step * idx)), r(hi - r(step * (n - idx - 1))))
+    return vals.astype(np_dtype)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad=False):

@@ -141,6 +141,17 @@ def _alpha_times(np_fn, A, B, alpha, dt: D.dtype):
     return r if r.dtype == dt.np else r.astype(dt.np)
 
 
+def _f32(x):
+    """A bfloat16 operand array as float32 (a Python number stays as it is): torch computes bfloat16
+    arithmetic in float32, a Python float kept in float32 (not rounded to bfloat16 first), and rounds once."""
+    return x.astype(np.float32) if x.__class__ is np.ndarray else x
+
+
+def _bf16_alpha(alpha):
+    """add/sub's alpha with bfloat16 operands: torch rounds it to bfloat16 (the operands go to float32)."""
+    return float(D.bfloat16.np.type(alpha)) if isinstance(alpha, float) else alpha
+
+
 class Add(Function):
     _raw = True
     _elementwise = 2
@@ -151,6 +162,10 @@ class Add(Function):
     def forward(ctx, a, b, alpha=1):
         A, B, dt = _operands(a, b)
         ctx.alpha = alpha
+        if dt is D.bfloat16:
+            A, B = _f32(A), _f32(B)
+            r = np.add(A, B) if alpha == 1 else _alpha_times(np.add, A, B, _bf16_alpha(alpha), D.float32)
+            return r.astype(dt.np)
         return np.add(A, B) if alpha == 1 else _alpha_times(np.add, A, B, alpha, dt)
 
     @staticmethod
@@ -171,6 +186,11 @@ class Sub(Function):
         if dt is D.bool_ or t._dtype is D.bool_ or _is_bool(other):
             _refuse_bool_sub(dt is D.bool_)
         ctx.alpha = alpha
+        if dt is D.bfloat16:
+            A, B = _f32(A), _f32(B)
+            r = np.subtract(A, B) if alpha == 1 else _alpha_times(np.subtract, A, B, _bf16_alpha(alpha),
+                                                                  D.float32)
+            return r.astype(dt.np)
         return np.subtract(A, B) if alpha == 1 else _alpha_times(np.subtract, A, B, alpha, dt)
 
     @staticmethod
@@ -232,6 +252,7 @@ def _refuse_bool_sub(both: bool) -> None:
 class Mul(Function):
     _raw = True
     _elementwise = 2
+    _edges = 2  # the two operands, a Python number's too ((None, 0)), as torch's node
     sa = sb = None  # scalar operands; the forward sets them, the defaults are _plain_pair's (two tensors)
 
     @staticmethod
@@ -245,6 +266,8 @@ class Mul(Function):
             ctx.sa, ctx.sb = (None if ta else a), (None if tb else b)
         if dt is D.bool_:
             return np.logical_and(A, B)
+        if dt is D.bfloat16:
+            return np.multiply(_f32(A), _f32(B)).astype(dt.np)
         return np.multiply(A, B)
 
     @staticmethod
@@ -282,6 +305,8 @@ class Div(Function):
             ctx.save_for_backward(a if _is_t(a) and nig[1:2] == (True,) else None, b if _is_t(b) else None)
             ctx.sa, ctx.sb = (None if _is_t(a) else a), (None if _is_t(b) else b)
             ctx.rounding = None
+            if dt is D.bfloat16:
+                return np.true_divide(_f32(A), _f32(B)).astype(dt.np)
             return np.true_divide(A, B)
         ctx.rounding = rounding_mode
         if not dt.is_floating_point and rounding_mode in ("floor", "trunc"):
@@ -517,7 +542,7 @@ def _plain_pair(node_cls, ufunc, a, b, saves: int):
     shape = a._shape
     strides = a._strides
     if (not dt.is_floating_point or a._storage.device is not CPU or not shape
-            or strides != _contiguous_get(shape)):
+            or strides != _contiguous_get(shape) or dt is D.bfloat16):  # bfloat16: in float32 (Add...)
         return None
     number = b.__class__ is float or b.__class__ is int  # (not bool, not a NumPy scalar)
     if number:  # the general path keeps it a Python number too (_operands): same ufunc call, same dtype
@@ -572,7 +597,7 @@ def _plain_pair(node_cls, ufunc, a, b, saves: int):
             gf = b.grad_fn
             edge_b = (gf, b._output_nr) if gf is not None else b._grad_edge()
         node._seq = _next_seq()  # after the inputs' nodes (a leaf's AccumulateGrad may be made just now)
-        node.next_functions = (edge_a, edge_b)
+        node._next = (edge_a, edge_b)
         node._input_meta = [(a._shape, dt), None if number else (b_shape, dt)]
         node.needs_input_grad = (ra, rb)
         if saves:
@@ -679,17 +704,21 @@ class Remainder(Function):
             raise NotImplementedError(f'"{name}_cpu" not implemented for \'Bool\'')
         if not dt.is_floating_point:
             _check_int_divisor(A, B)
+        if dt is D.bfloat16:  # in float32, rounded once
+            A, B = _f32(A), _f32(B)
         if ctx.needs_input_grad[1:2] == (True,):  # (no graph: an empty tuple)
             with np.errstate(divide="ignore", invalid="ignore"):  # the quotient div(rounding_mode=) gives
                 q = np.trunc(np.true_divide(A, B)) if truncate else np.floor_divide(A, B)
             ctx.q = q.astype(dt.np, copy=False)
         with np.errstate(invalid="ignore", divide="ignore"):  # x % 0.0 is nan, silently as in torch
             if truncate or not dt.is_floating_point:
-                return np.fmod(A, B) if truncate else np.remainder(A, B)
-            # torch's remainder is fmod moved into b's sign, so a zero keeps a's sign (-4 % 2 is -0.0);
-            # NumPy's gives a zero b's sign
-            r = np.fmod(A, B)
-            return np.where((r != 0) & ((r < 0) != (np.asarray(B) < 0)), r + B, r)
+                r = np.fmod(A, B) if truncate else np.remainder(A, B)
+            else:
+                # torch's remainder is fmod moved into b's sign, so a zero keeps a's sign (-4 % 2 is -0.0);
+                # NumPy's gives a zero b's sign
+                r = np.fmod(A, B)
+                r = np.where((r != 0) & ((r < 0) != (np.asarray(B) < 0)), r + B, r)
+        return r.astype(dt.np) if dt is D.bfloat16 else r
 
     @staticmethod
     def backward(ctx, g):
@@ -844,7 +873,7 @@ Square, _square = _unary(
 )
 def _sign_np(a):
     """torch's sign, (0 < x) - (x < 0): 0 for NaN and for -0.0 (np.sign gives NaN and -0.0)."""
-    if a.dtype.kind != "f":
+    if not D.is_float_array(a):
         return np.sign(a)
     return np.subtract(a > 0, a < 0, dtype=a.dtype)
 
@@ -935,7 +964,7 @@ def _relu_grad_np(g, out):
     gradient, or a rare overflow of the sum itself) sends the batch through the select."""
     mask = out != 0
     r = np.multiply(g, mask)
-    if r.dtype.kind == "f" and r.size and not np.isfinite(np.add.reduce(r, axis=None)):
+    if D.is_float_array(r) and r.size and not np.isfinite(np.add.reduce(r, axis=None)):
         r = np.where(mask, g, r.dtype.type(0))
     return r
 
@@ -1084,7 +1113,7 @@ def _erf_cody(x):
     r = (1 / math.sqrt(math.pi) - r) / y
     erfc = r * np.exp(-y * y)
     out[big] = np.sign(xd[big]) * (1 - erfc)
-    return out.astype(dt) if dt.kind == "f" else out.astype(D.get_default_dtype().np)
+    return out.astype(dt) if D.is_float_array(dt) else out.astype(D.get_default_dtype().np)
 
 
 Erf, erf = _unary("Erf", _erf_np, lambda g, x, out: g * (2 / math.sqrt(math.pi)) * (-(x * x)).exp())
@@ -1159,6 +1188,7 @@ class Clamp(Function):
 
 # tensor bounds / scalar bounds (torch's overloads)
 ClampBackward0, ClampBackward1 = torch_node(Clamp, "ClampBackward0"), torch_node(Clamp, "ClampBackward1")
+ClampBackward0._torch_edges = (0, 1, 2)  # input, min, max: a bound left out is (None, 0)
 ClampMinBackward0, ClampMinBackward1 = (torch_node(Clamp, f"ClampMinBackward{i}") for i in (0, 1))
 ClampMaxBackward0, ClampMaxBackward1 = (torch_node(Clamp, f"ClampMaxBackward{i}") for i in (0, 1))
 
@@ -1224,6 +1254,8 @@ class Where(Function):
         out = np.where(c, _host_scalar(A, c), _host_scalar(B, c))
         if not _is_t(a) and not _is_t(b):
             out = out.astype(D.result_type(a, b).np)
+        elif dt is D.bfloat16 and out.dtype != dt.np:  # NumPy promotes bfloat16 and a Python float to float64
+            out = out.astype(dt.np)
         return out
 
     @staticmethod
@@ -1235,6 +1267,7 @@ class Where(Function):
 
 
 WhereBackward0 = torch_node(Where, "WhereBackward0")
+WhereBackward0._torch_edges = (1, 2)  # the two values, a number's too, not the condition
 
 
 def where(condition, input=None, other=None):
@@ -1328,7 +1361,9 @@ def to_copy(x: Tensor, dtype: D.dtype, device, non_blocking: bool = False) -> Te
 # ----------------------------------------------------------------------------- comparisons and logic
 def _compare(np_fn):
     def op(input, other):
-        A, B, _ = _operands(input, other)
+        A, B, dt = _operands(input, other)
+        if dt is D.bfloat16:  # torch compares in the common dtype: a Python number is rounded to bfloat16
+            A, B = np.asarray(A, dt.np), np.asarray(B, dt.np)
         return _wrap_laid_out(np_fn(A, B), (input, other))
 
     op.__name__ = np_fn.__name__
@@ -1458,6 +1493,10 @@ class NanToNum(Function):
     @staticmethod
     def forward(ctx, x, nan, posinf, neginf):
         ctx.save_for_backward(x)
+        if x._dtype is D.bfloat16:  # NumPy's nan_to_num passes ml_dtypes' bfloat16 (kind 'V') through
+            top = float(D.np_finfo(x._dtype.np).max)
+            return np.nan_to_num(x._arr.astype(np.float32), nan=nan, posinf=top if posinf is None else posinf,
+                                 neginf=-top if neginf is None else neginf).astype(x._dtype.np)
         return np.nan_to_num(x._arr, nan=nan, posinf=posinf, neginf=neginf)
 
     @staticmethod
@@ -1473,8 +1512,35 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     return NanToNumBackward0.apply(input, nan, posinf, neginf)
 
 
+class Lerp(Function):
+    """input + (end - input) * weight as one graph node, torch's LerpBackward0 (a number weight: edges for
+    input and end) or LerpBackward1 (a tensor weight: its edge too)."""
+
+    @staticmethod
+    def forward(ctx, input, end, weight):
+        if _is_t(weight):
+            ctx.save_for_backward(input, end, weight)
+        else:
+            ctx.weight = weight
+        return input + (end - input) * weight
+
+    @staticmethod
+    def backward(ctx, g):
+        nig = ctx.needs_input_grad
+        if len(nig) < 3:
+            w = ctx.weight
+            return (g * (1 - w) if nig[0] else None), (g * w if nig[1] else None)
+        input, end, w = ctx.saved_tensors
+        return ((g * (1 - w) if nig[0] else None), (g * w if nig[1] else None),
+                (g * (end - input) if nig[2] else None))
+
+
+LerpBackward0, LerpBackward1 = torch_node(Lerp, "LerpBackward0"), torch_node(Lerp, "LerpBackward1")
+LerpBackward0._edges = 2  # a number weight has no edge
+
+
 def lerp(input, end, weight):
-    return input + (end - input) * weight
+    return (LerpBackward1 if _is_t(weight) else LerpBackward0).apply(input, end, weight)
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):
@@ -1575,6 +1641,8 @@ def inplace(t: Tensor, fn, *args, op_name: str, needs_old: bool = True) -> Tenso
         _write(t, r, op_name)
         return t
     src = t.clone(memory_format=MF.contiguous_format) if needs_old else t.detach()
+    if needs_old and src.grad_fn is not None:
+        src.grad_fn._through = True  # torch's in-place node reads the old value: next_functions skips this
     if not needs_old and t._rg:
         src = t  # the op ignores the old values but its graph must still reach them (e.g. add_)
     r = fn(src, *args)
@@ -1646,6 +1714,13 @@ def _unpermute(t, order):
 
 class CopySlices(Function):
     """The base after an in-place op on one of its views: the view's region now comes from `src`."""
+
+    @property
+    def next_functions(self) -> tuple:
+        """As torch's CopySlices, which holds the op's node inside itself: the base's old history, then the
+        op's edges after its first (the view's old values)."""
+        base, src = Function.next_functions.fget(self)
+        return (base, *src[0].next_functions[1:]) if src[0] is not None else (base,)
 
     @staticmethod
     def forward(ctx, base, src):  # never run: built by _rebase_history

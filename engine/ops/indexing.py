@@ -682,6 +682,9 @@ IndexFillBackward0 = torch_node(IndexPut, "IndexFillBackward0")
 MaskedScatterBackward0 = torch_node(IndexPut, "MaskedScatterBackward0")
 MaskedFillBackward0 = torch_node(E.Where, "MaskedFillBackward0")
 MaskedFillBackward0._elementwise = 0  # torch's out-of-place masked_fill is contiguous
+MaskedFillBackward0._torch_edges = (2,)  # applied to (mask, value, input): torch's node has the input's edge
+MaskedFillBackward1 = torch_node(E.Where, "MaskedFillBackward1")  # a tensor value: its edge too
+MaskedFillBackward1._elementwise, MaskedFillBackward1._torch_edges = 0, (2, 1)
 
 
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
@@ -772,8 +775,9 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     S.broadcast_shapes(mask._shape, input._shape)  # out of place, the input broadcasts with the mask
     # the value takes the input's dtype (1.5 fills an int64 tensor with 1), like PyTorch
     dt = input._dtype
-    value = value.to(dt) if isinstance(value, Tensor) else _wrap_array(storable(value, dt))
-    return MaskedFillBackward0.apply(mask, value, input)
+    if isinstance(value, Tensor):
+        return MaskedFillBackward1.apply(mask, value.to(dt), input)
+    return MaskedFillBackward0.apply(mask, _wrap_array(storable(value, dt)), input)
 
 
 def masked_fill_(input, mask, value):

@@ -126,12 +126,14 @@ class _FloorDivideInPlace(E.FloorDivide):
 
 
 _FloorDivideInPlaceNode = torch_node(_FloorDivideInPlace, "NotImplemented")
+# by a number: torch's Scalar overload, whose node has the tensor's edge only
+_FloorDivideInPlaceScalar = torch_node(E._scalar_second(_FloorDivideInPlace), "NotImplemented")
 
 
 def floor_divide_(t: Tensor, other) -> Tensor:
     E._check_broadcast_into(t, (other,))
-    return E.inplace(t, lambda s, o: _FloorDivideInPlaceNode.apply(s, o, "floor"), other,
-                     op_name="floor_divide_")
+    node = _FloorDivideInPlaceNode if isinstance(other, Tensor) else _FloorDivideInPlaceScalar
+    return E.inplace(t, lambda s, o: node.apply(s, o, "floor"), other, op_name="floor_divide_")
 
 
 def float_power_(t: Tensor, exponent) -> Tensor:

@@ -7,10 +7,10 @@ import numpy as np
 from .. import _strides as S
 from .. import dtypes as D
 from ..amp import _state as _amp_state
-from ..amp import autocast_cast
-from ..autograd.function import Function
+from ..amp import autocast_cast, in_float32, without_cpu_autocast
+from ..autograd.function import Function, _NoGradCtx
 from ..autograd.naming import torch_node
-from ..tensor import Tensor
+from ..tensor import Tensor, _wrap_array
 from .creation import zeros_like
 from .elementwise import _make_inplace
 
@@ -34,9 +34,9 @@ class Matmul(Function):
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         A, B = a._arr, b._arr
-        if a._dtype is D.float16 and A.__class__ is np.ndarray:
+        if A.dtype in D.LOW_FLOATS and A.__class__ is np.ndarray:
             # NumPy has no half-precision BLAS: accumulate in float32 like PyTorch's CPU kernel, round once.
-            return np.matmul(A.astype(np.float32), B.astype(np.float32)).astype(np.float16)
+            return np.matmul(A.astype(np.float32), B.astype(np.float32)).astype(A.dtype)
         return np.matmul(A, B)
 
     @staticmethod
@@ -152,13 +152,13 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
 
 
 def mv(input, vec):
-    return matmul(input, vec)
+    return without_cpu_autocast(matmul, input, vec)  # not on torch's CPU autocast list (on its CUDA one)
 
 
 def dot(input, other):
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
-    return matmul(input, other)
+    return without_cpu_autocast(matmul, input, other)
 
 
 vdot = dot
@@ -172,11 +172,37 @@ def inner(input, other):
     return matmul(input, rows).reshape(input._shape[:-1] + other._shape[:-1])
 
 
+class Trace(Function):
+    """Sum of a matrix's main diagonal, one graph node as torch's TraceBackward0 (the gradient is g on the
+    diagonal, zeros elsewhere)."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.shape = x._shape
+        xp = x._storage.backend.xp
+        floating = x._dtype.is_floating_point  # added in float64 (torch's CPU acc_type), integers in int64
+        total = xp.sum(xp.diagonal(x._arr), dtype=np.float64 if floating else np.int64)
+        return xp.asarray(total, dtype=x._dtype.np if floating else np.int64)
+
+    @staticmethod
+    def backward(ctx, g):
+        from .creation import eye
+
+        return g * eye(*ctx.shape, dtype=g.dtype, device=g.device)
+
+
+TraceBackward0 = torch_node(Trace, "TraceBackward0")
+
+
 def trace(input):
     """Sum of the main diagonal of a matrix."""
     if input.ndim != 2:
         raise RuntimeError("trace: expected a matrix, but got tensor with dim " + str(input.ndim))
-    return input.diagonal().sum()
+    if input.dtype is D.bool_:
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
+    return TraceBackward0.apply(in_float32(input))  # (torch's CPU autocast runs trace in float32)
 
 
 def outer(input, vec2):
@@ -193,6 +219,9 @@ class Addmm(Function):
     def forward(ctx, input, m1, m2, beta, alpha):
         ctx.save_for_backward(m1, m2)
         ctx.beta, ctx.alpha = beta, alpha
+        if m1._dtype is D.bfloat16:  # in float32, rounded once (torch's CPU kernel)
+            f32 = [None if t is None else _wrap_array(D.upcast(t._arr)) for t in (input, m1, m2)]
+            return Addmm.forward(_NoGradCtx(), *f32, beta, alpha).astype(m1._dtype.np)
         p = np.matmul(m1._arr, m2._arr)
         if alpha != 1:
             p = p * alpha
@@ -250,7 +279,8 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor
                            f"{D.scalar_type_name(input._dtype)}, {D.scalar_type_name(mat._dtype)}, and "
                            f"{D.scalar_type_name(vec._dtype)}")
     m = input.unsqueeze(1) if input.ndim else input
-    return addmm(m, mat, vec.unsqueeze(1), beta=beta, alpha=alpha).squeeze(1)
+    product = without_cpu_autocast(lambda: addmm(m, mat, vec.unsqueeze(1), beta=beta, alpha=alpha))
+    return product.squeeze(1)
 
 
 def _check_1d(t: Tensor, op: str, name: str) -> None:

@@ -34,6 +34,13 @@ def _pow_rev(self, other):
     return E.pow(other, self)
 
 
+def _tile(self, *sizes, dims=None):
+    """Tensor.tile takes the dims as numbers too (x.tile(2, 3)); torch.tile takes a tuple only."""
+    if dims is None:
+        dims = sizes[0] if len(sizes) == 1 and not isinstance(sizes[0], int) else sizes
+    return SH.tile(self, dims)
+
+
 def _is_nonzero(self) -> bool:
     if self.numel() != 1:
         raise RuntimeError("Boolean value of Tensor with no values is ambiguous" if not self.numel() else
@@ -132,7 +139,7 @@ METHODS = {
     "take_along_dim": I.take_along_dim,
     # joining, sorting, linear algebra
     "flip": SH.flip, "fliplr": SH.fliplr, "flipud": SH.flipud, "roll": SH.roll, "repeat": SH.repeat,
-    "tile": SH.tile, "repeat_interleave": SH.repeat_interleave, "tril": SH.tril, "triu": SH.triu,
+    "tile": _tile, "repeat_interleave": SH.repeat_interleave, "tril": SH.tril, "triu": SH.triu,
     "diag": SH.diag, "diff": SH.diff, "rot90": SH.rot90,
     "tril_": lambda self, diagonal=0: E.inplace(self, lambda s: SH.tril(s, diagonal), op_name="tril_"),
     "triu_": lambda self, diagonal=0: E.inplace(self, lambda s: SH.triu(s, diagonal), op_name="triu_"),

@@ -96,6 +96,7 @@ class Ldexp(Function):
 
 
 LdexpBackward0 = torch_node(Ldexp, "LdexpBackward0")
+LdexpBackward0._torch_edges = (0, 1)  # torch's node has an edge for the integer exponent too
 
 
 def ldexp(input: Tensor, other: Tensor) -> Tensor:

@@ -18,7 +18,7 @@ class _Formatter:
     """One number format for a whole tensor, as torch picks it: int, fixed or scientific, one width."""
 
     def __init__(self, values: np.ndarray):
-        self.floating = values.dtype.kind == "f"
+        self.floating = D.is_float_array(values)
         self.int_mode = True
         self.sci_mode = False
         self.width = 1
@@ -115,6 +115,8 @@ def _add_suffixes(body: str, suffixes: list[str], indent: int) -> str:
 
 def tensor_repr(t) -> str:
     a = t.numpy(force=True)
+    if a.dtype == D.BFLOAT16_NP:  # exact in float32; NumPy sees ml_dtypes' bfloat16 as kind 'V', not a float
+        a = a.astype(np.float32)
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []

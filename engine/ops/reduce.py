@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _strides as S
 from .. import dtypes as D
+from ..amp import in_float32
 from ..autograd.function import Function
 from ..autograd.grad_mode import state
 from ..autograd.naming import torch_node
@@ -97,6 +98,8 @@ def _recordable(out: Tensor, input: Tensor) -> Tensor:
 def _sum_array(a, axes, keepdim: bool, np_dtype):
     """np.sum(a, axes, np_dtype, keepdims=keepdim) as an array (a 0-d one for a full reduction); on the CPU
     without np.sum's Python wrapper, which costs more than summing a small tensor (per-op overhead)."""
+    if a.dtype is D.BFLOAT16_NP and (np_dtype is None or np_dtype == a.dtype):  # torch adds in float32
+        return np.asarray(_add_reduce(a, axes, np.float32, None, keepdim)).astype(a.dtype)
     if a.__class__ is _ndarray:
         r = _add_reduce(a, axes, np_dtype, None, keepdim)
         return r if r.__class__ is _ndarray else np.array(r)  # a NumPy scalar: a writable 0-d array
@@ -127,10 +130,26 @@ class Sum(Function):
 SumBackward0, SumBackward1 = torch_node(Sum, "SumBackward0"), torch_node(Sum, "SumBackward1")  # all / dims
 
 
-def sum(input, dim=None, keepdim=False, *, dtype=None, **aliases):
+class _AllDims(_Unset):
+    """dim's default in sum and mean: all dims, told apart from dim=None (torch's SumBackward1 and
+    MeanBackward1, its dim overload, where no dim gives SumBackward0 and MeanBackward0)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+_ALL_DIMS = _AllDims()
+
+
+def sum(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None, **aliases):
     if aliases:
-        dim, keepdim = _numpy_keywords("sum", dim, keepdim, aliases)
-    node = SumBackward0 if dim is None else SumBackward1
+        dim, keepdim = _numpy_keywords("sum", dim, keepdim, aliases, _ALL_DIMS)
+    if dim is _ALL_DIMS:
+        node, dim = SumBackward0, None
+    else:
+        node = SumBackward1
     return _recordable(node.apply(input, _axes(input, dim), keepdim, _sum_dtype(input, dtype)), input)
 
 
@@ -166,9 +185,9 @@ def sum_to_size(x: Tensor, shape) -> Tensor:
 SumToSizeBackward1 = torch_node(SumToSize, "SumBackward1")
 
 
-def mean(input, dim=None, keepdim=False, *, dtype=None, **aliases):
+def mean(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None, **aliases):
     if aliases:
-        dim, keepdim = _numpy_keywords("mean", dim, keepdim, aliases)
+        dim, keepdim = _numpy_keywords("mean", dim, keepdim, aliases, _ALL_DIMS)
     if not input._dtype.is_floating_point and dtype is None:
         raise RuntimeError(
             f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
@@ -180,7 +199,9 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, **aliases):
             f"mean(): could not infer output dtype. Optional dtype must be either a floating point or "
             f"complex dtype. Got: {D.scalar_type_name(dt)}"
         )
-    return (MeanBackward0 if dim is None else MeanBackward1).apply(input, _axes(input, dim), keepdim, dt)
+    if dim is _ALL_DIMS:
+        return MeanBackward0.apply(input, _axes(input, None), keepdim, dt)
+    return MeanBackward1.apply(input, _axes(input, dim), keepdim, dt)
 
 
 class Mean(Function):
@@ -196,10 +217,12 @@ class Mean(Function):
         for a in axes:
             n *= x._shape[a]
         ctx.n = n
-        s = _sum_array(x._arr, axes, keepdim, dtype.np)
+        bf16 = dtype is D.bfloat16  # summed and divided in float32, rounded once
+        s = _sum_array(x._arr, axes, keepdim, np.float32 if bf16 else dtype.np)
         if n == 0:
-            return np.full_like(s, np.nan)
-        return np.true_divide(s, n, out=s)  # s is a fresh array of the result dtype
+            return np.full_like(s, np.nan, dtype=dtype.np)
+        s = np.true_divide(s, n, out=s)  # s is a fresh array of the result dtype
+        return s.astype(dtype.np) if bf16 else s
 
     @staticmethod
     def backward(ctx, g):
@@ -222,6 +245,9 @@ class Var(Function):
         for a in axes:
             n *= x._shape[a]
         ctx.n = n
+        if x._dtype is D.bfloat16:  # in float32, rounded once
+            return np.asarray(cls._np_fn(x._arr.astype(np.float32), axis=axes, ddof=correction,
+                                         keepdims=keepdim)).astype(x._dtype.np)
         if n - correction > 0:
             return cls._np_fn(x._arr, axis=axes, ddof=correction, keepdims=keepdim)
         warnings.warn(  # torch's warning, in place of NumPy's RuntimeWarnings
@@ -354,6 +380,7 @@ ProdBackward0, ProdBackward1 = torch_node(Prod, "ProdBackward0"), torch_node(Pro
 def prod(input, dim=None, keepdim=False, *, dtype=None, **aliases):
     if aliases:
         dim, keepdim = _numpy_keywords("prod", dim, keepdim, aliases)
+    input = in_float32(input)  # torch's CPU autocast runs prod in float32
     dt, axes = _sum_dtype(input, dtype), _axes(input, dim)
     # PyTorch casts the input first: prod([1.5, 2.5], dtype=int64) is 2
     x = input.to(dt) if dtype is not None else input
@@ -548,6 +575,10 @@ class Logsumexp(Function):
         a = x._arr if x._dtype.is_floating_point else x._arr.astype(D.get_default_dtype().np)
         ctx.save_for_backward(x)
         ctx.axes, ctx.keepdim = axes, keepdim
+        if a.dtype is D.BFLOAT16_NP:  # in float32, rounded once; backward reads x itself
+            r = Logsumexp.forward(ctx, _wrap_array(D.upcast(a)), axes, keepdim)
+            ctx.save_for_backward(x)
+            return r.astype(a.dtype)
         m = np.max(a, axis=axes, keepdims=True, initial=-np.inf)
         m = np.where(np.isinf(m), 0, m).astype(a.dtype, copy=False)
         with np.errstate(divide="ignore"):
@@ -580,6 +611,10 @@ class VectorNorm(Function):
     def forward(ctx, x, p, axes, keepdim):
         ctx.save_for_backward(x)
         ctx.p, ctx.axes, ctx.keepdim = p, axes, keepdim
+        if x._dtype is D.bfloat16:  # in float32, rounded once; backward reads x itself
+            r = VectorNorm.forward(ctx, _wrap_array(D.upcast(x._arr)), p, axes, keepdim)
+            ctx.save_for_backward(x)
+            return r.astype(x._dtype.np)
         a = np.abs(x._arr)
         if p == math.inf:
             r = np.max(a, axis=axes, keepdims=True)
@@ -740,6 +775,8 @@ def _scan(np_fn, x: Tensor, d: int, dtype):
     """A cumulative sum or product along d in `dtype` (a 0-d tensor is its own scan)."""
     if not x._shape:
         return x._arr.astype(dtype.np)
+    if dtype is D.bfloat16:  # accumulated in float32, each element rounded
+        return np_fn(x._arr, axis=d, dtype=np.float32).astype(dtype.np)
     return np_fn(x._arr, axis=d, dtype=dtype.np)
 
 
@@ -886,7 +923,7 @@ class LogCumSumExp(Function):
         def reversed_scan(t):
             return logcumsumexp(t.flip([d]), d).flip([d])
 
-        lowest = float(np.finfo(g._dtype.np).min)  # torch's stand-in for log 0 (-inf would make NaNs in
+        lowest = float(D.np_finfo(g._dtype.np).min)  # torch's stand-in for log 0 (-inf would make NaNs in
         log_g = g.abs().log()                        # double backward)
         pos = reversed_scan(where(g > 0, log_g, lowest) - out)
         neg = reversed_scan(where(g < 0, log_g, lowest) - out)
@@ -957,10 +994,11 @@ class Softmax(Function):
         ctx.d = d
         if not a.size:  # an empty batch: nothing to normalise (and max() of nothing would raise)
             return a.copy()
-        e = a - _max_array(a, d)
+        f = D.upcast(a)  # bfloat16 in float32, rounded once
+        e = f - _max_array(f, d)
         np.exp(e, out=e)
         e /= _sum_array(e, d, True, None)
-        return e
+        return e if f is a else e.astype(a.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -990,9 +1028,10 @@ class LogSoftmax(Function):
         ctx.d = d
         if not a.size:  # as in Softmax
             return a.copy()
-        s = a - _max_array(a, d)
+        f = D.upcast(a)
+        s = f - _max_array(f, d)
         s -= np.log(_sum_array(np.exp(s), d, True, None))
-        return s
+        return s if f is a else s.astype(a.dtype)
 
     @staticmethod
     def backward(ctx, g):

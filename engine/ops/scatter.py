@@ -120,7 +120,7 @@ def _identity(reduce: str, dt: np.dtype):
         return int(reduce == "prod")
     if dt.kind == "b":
         return reduce == "amin"
-    lo, hi = (-np.inf, np.inf) if dt.kind == "f" else (np.iinfo(dt).min, np.iinfo(dt).max)
+    lo, hi = (-np.inf, np.inf) if D.is_float_array(dt) else (np.iinfo(dt).min, np.iinfo(dt).max)
     return lo if reduce == "amax" else hi
 
 
@@ -299,6 +299,7 @@ SelectScatterBackward0 = torch_node(ViewScatter, "SelectScatterBackward0")
 SliceScatterBackward0 = torch_node(ViewScatter, "SliceScatterBackward0")
 DiagonalScatterBackward0 = torch_node(ViewScatter, "DiagonalScatterBackward0")
 DiagEmbedBackward0 = torch_node(ViewScatter, "DiagEmbedBackward0")
+DiagEmbedBackward0._torch_edges = (1,)  # the values scattered, not the zeros they go into
 
 
 def _view_scatter(node, input: Tensor, src: Tensor, view) -> Tensor:

@@ -71,7 +71,7 @@ def _stable_order(a, d, descending):
         # stable descending: sort the negation for numbers; NaN first like PyTorch (NaN is largest)
         if a.dtype.kind == "b":
             key = ~a
-        elif a.dtype.kind == "f":
+        elif D.is_float_array(a):
             key = np.where(np.isnan(a), -np.inf, -a)
             idx = np.argsort(key, axis=d, kind="stable")
             nan_first = np.argsort(~np.isnan(np.take_along_axis(a, idx, axis=d)), axis=d, kind="stable")
@@ -122,7 +122,7 @@ def _select_kth(node, input: Tensor, k: int, d: int, keepdim: bool, nan_wins: bo
     if not input._shape:
         return values_indices(node.apply(input, 0, None), _wrap_array(np.zeros((), dtype=np.int64)))
     idx = np.take(_stable_order(a, d, False), [k - 1], axis=d)
-    if nan_wins and a.dtype.kind == "f":
+    if nan_wins and D.is_float_array(a):
         nan = np.isnan(a)
         has_nan = nan.any(axis=d, keepdims=True)
         if has_nan.any():

@@ -574,6 +574,7 @@ class Xlog1py(Function):
 
 # both tensors / a scalar x / a scalar y, as torch's three overloads
 Xlog1pyBackward = [torch_node(Xlog1py, f"SpecialXlog1PyBackward{i}") for i in range(3)]
+Xlog1pyBackward[1]._torch_edges, Xlog1pyBackward[2]._torch_edges = (1,), (0,)  # no edge for a number operand
 
 
 def xlog1py(input, other) -> Tensor:
@@ -601,6 +602,7 @@ class Zeta(Function):
 
 
 ZetaBackward = [torch_node(Zeta, f"SpecialZetaBackward{i}") for i in range(3)]
+ZetaBackward[1]._torch_edges, ZetaBackward[2]._torch_edges = (1,), (0,)  # no edge for a number operand
 
 
 def zeta(input, other) -> Tensor:

@@ -281,7 +281,7 @@ ModeBackward0 = torch_node(SO.TakeAlong, "ModeBackward0")
 
 def _lower_nanmedian_index(a: np.ndarray, d: int) -> np.ndarray:
     order = np.argsort(a, axis=d, kind="stable")  # NaN last
-    valid = (~np.isnan(a)).sum(axis=d, keepdims=True) if a.dtype.kind == "f" else a.shape[d]
+    valid = (~np.isnan(a)).sum(axis=d, keepdims=True) if D.is_float_array(a) else a.shape[d]
     k = np.maximum(valid - 1, 0) // 2
     return np.take_along_axis(order, np.broadcast_to(k, a.shape[:d] + (1,) + a.shape[d + 1:]), axis=d)
 
@@ -319,7 +319,7 @@ def _mode_index(rows: np.ndarray) -> np.ndarray:
     s = np.take_along_axis(rows, order, axis=1)
     starts = np.ones(rows.shape, bool)
     starts[:, 1:] = s[:, 1:] != s[:, :-1]
-    if rows.dtype.kind == "f":  # NaNs count as one value
+    if D.is_float_array(rows):  # NaNs count as one value
         starts[:, 1:] &= ~(np.isnan(s[:, 1:]) & np.isnan(s[:, :-1]))
     run = np.cumsum(starts, axis=1) - 1 + np.arange(rows.shape[0])[:, None] * n  # run ids, unique per row
     length = np.bincount(run.reshape(-1), minlength=rows.size)[run]

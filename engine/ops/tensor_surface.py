@@ -395,7 +395,7 @@ METHODS = {
     "reinforce": _reinforce,
     # dtypes the engine does not have
     "cdouble": _no_dtype("cdouble", "complex128"), "cfloat": _no_dtype("cfloat", "complex64"),
-    "chalf": _no_dtype("chalf", "complex32"), "bfloat16": _no_dtype("bfloat16", "bfloat16"),
+    "chalf": _no_dtype("chalf", "complex32"),
 }
 
 ALIASES = {  # torch's other spellings of the methods above and in methods.py

@@ -19,6 +19,16 @@ def check_non_negative(**options: float) -> None:
             raise ValueError(f"Invalid {_LABELS.get(name, name + ' value')}: {value}")
 
 
+def check_fused(fused, foreach, differentiable) -> None:
+    """torch's checks of fused=True (its wording). The engine's step is always the fused one (a NumPy loop per
+    parameter on the CPU, one kernel per parameter on a GPU), so fused=True selects what runs anyway."""
+    if fused:
+        if differentiable:
+            raise RuntimeError("`fused` does not support `differentiable`")
+        if foreach:
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
 def init_adam_state(st: dict, amsgrad: bool, zeros: Callable[[], Tensor]) -> None:
     """step, exp_avg, exp_avg_sq (and max_exp_avg_sq), created on the first step like PyTorch's."""
     if st:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
-
+from .. import dtypes as D
 from ..tensor import Tensor
 from ._pointwise import lerp_, params_with_state, place_state_on, update_direction, zeros_like_param
 from ._state import bump_versions
@@ -66,7 +65,7 @@ class Adafactor(Optimizer):
         for p, xp, st in params_with_state(self, group, new_state):
             place_state_on(p, st)
             if eps1 is None:  # like PyTorch, the first parameter's dtype fixes it for the rest of the group
-                eps1 = float(np.finfo(p._dtype.np).eps)
+                eps1 = float(D.np_finfo(p._dtype.np).eps)
             step_arr = st["step"]._arr
             step_arr += 1
             step = float(step_arr)

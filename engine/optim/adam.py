@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _cuda_step
 from ._pointwise import decay_and_add_product_, lerp_, update_direction
-from ._state import bump_versions, check_non_negative, init_adam_state
+from ._state import bump_versions, check_fused, check_non_negative, init_adam_state
 from .optimizer import Optimizer
 
 
@@ -34,8 +34,7 @@ class Adam(Optimizer):
             if not 0.0 <= beta < 1.0:
                 raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
         check_non_negative(weight_decay=weight_decay)
-        if fused:
-            raise RuntimeError(f"fused=True is not supported by Wiregrad's {type(self).__name__}")
+        check_fused(fused, foreach, differentiable)
         defaults = dict(
             lr=lr,
             betas=tuple(betas),
@@ -94,8 +93,9 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay: p *= 1 - lr * weight_decay before the Adam step. Keyword-only options
-    (maximize, foreach, capturable, differentiable, fused) are Adam's."""
+    """Adam with decoupled weight decay: p *= 1 - lr * weight_decay before the Adam step. The keyword-only
+    options are spelled out in torch's order (its signature differs from Adam's), so inspect.signature sees
+    what it sees in torch; fused=True is the engine's fused step, which every step is."""
 
     def __init__(
         self,
@@ -105,8 +105,14 @@ class AdamW(Adam):
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
-        **options,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ):
         super().__init__(
-            params, lr, betas, eps, weight_decay, amsgrad, decoupled_weight_decay=True, **options
+            params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+            capturable=capturable, differentiable=differentiable, fused=fused, decoupled_weight_decay=True,
         )

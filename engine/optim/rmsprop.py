@@ -16,7 +16,7 @@ from ._pointwise import (
     scratch,
     update_direction,
 )
-from ._state import bump_versions, check_non_negative, init_rmsprop_state
+from ._state import bump_versions, check_fused, check_non_negative, init_rmsprop_state
 from .optimizer import Optimizer, _state_tensor
 
 
@@ -114,6 +114,7 @@ class Adagrad(Optimizer):
             initial_accumulator_value=initial_accumulator_value,
             eps=eps,
         )
+        check_fused(fused, foreach, differentiable)
         defaults = dict(
             lr=lr,
             lr_decay=lr_decay,

@@ -10,6 +10,7 @@ from ..autograd.inplace import bump
 from ..tensor import _wrap_array
 from . import _cuda_step
 from ._pointwise import update_direction
+from ._state import check_fused
 from .optimizer import Optimizer, required
 
 _FRESH_TEMP_MAX = 1 << 22  # elements: larger updates use a scratch array (each fresh one would be mmapped)
@@ -38,8 +39,7 @@ class SGD(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
-        if fused:
-            raise RuntimeError("fused=True is not supported by Wiregrad's SGD")
+        check_fused(fused, foreach, differentiable)
         defaults = dict(
             lr=lr,
             momentum=momentum,

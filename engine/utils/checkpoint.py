@@ -11,6 +11,7 @@ from .. import random as engine_random
 from ..autograd import backward as autograd_backward
 from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
+from ..autograd.naming import torch_node
 from ..ops.creation import empty
 from ..tensor import Tensor
 
@@ -67,6 +68,9 @@ class _Checkpoint(Function):
         return (None, None, None, *in_grads)
 
 
+_CheckpointFunction = torch_node(_Checkpoint, "CheckpointFunctionBackward")  # torch's (reentrant) node name
+
+
 def checkpoint(
     function: Callable[..., Any],
     *args,
@@ -83,7 +87,12 @@ def checkpoint(
     # An anchor that requires grad makes the graph node exist even when no input requires grad, so that
     # parameters used inside `function` still get their gradients.
     anchor = empty(0, requires_grad=True)
-    return _Checkpoint.apply(function, preserve_rng_state, anchor, *args)
+    out = _CheckpointFunction.apply(function, preserve_rng_state, anchor, *args)
+    # torch's node has an edge per tensor argument (not for the function, the flag or the engine's anchor)
+    node = getattr(out[0] if isinstance(out, tuple) else out, "grad_fn", None)
+    if node is not None:
+        node._torch_edges = tuple(3 + i for i, a in enumerate(args) if isinstance(a, Tensor))
+    return out
 
 
 def checkpoint_sequential(

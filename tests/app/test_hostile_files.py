@@ -214,8 +214,8 @@ def zip_bomb(run_dir: Path, tmp_path: Path, inflated: int = 64 << 20) -> Path:
     path = tmp_path / "bomb.ckpt"
     with zipfile.ZipFile(run_dir / "last.ckpt") as src, zipfile.ZipFile(path, "w") as out:
         for info in src.infolist():
-            if info.filename == "data/0":
-                out.writestr("data/0", b"\0" * inflated, compress_type=zipfile.ZIP_DEFLATED)
+            if info.filename == "archive/data/0":  # the first storage of the .pt zip engine.save writes
+                out.writestr(info.filename, b"\0" * inflated, compress_type=zipfile.ZIP_DEFLATED)
             else:
                 out.writestr(info, src.read(info.filename))
     assert path.stat().st_size < inflated // 100
@@ -224,7 +224,8 @@ def zip_bomb(run_dir: Path, tmp_path: Path, inflated: int = 64 << 20) -> Path:
 
 def test_a_zip_bomb_checkpoint_is_refused_before_anything_is_inflated(run_dir, tmp_path):
     bomb = zip_bomb(run_dir, tmp_path)
-    with pytest.raises(CheckpointError, match=r"is not a readable Wiregrad checkpoint \(its member 'data/0' "
+    with pytest.raises(CheckpointError, match=r"is not a readable Wiregrad checkpoint \(its member "
+                                              r"'archive/data/0' "
                                               r"is compressed"):
         read_checkpoint(bomb)
     with pytest.raises(ExportError, match="is compressed"):
@@ -240,13 +241,13 @@ def test_a_member_declaring_more_bytes_than_it_stores_is_refused(run_dir, tmp_pa
     path = tmp_path / "lying.ckpt"
     data = bytearray((run_dir / "last.ckpt").read_bytes())
     with zipfile.ZipFile(run_dir / "last.ckpt") as zf:
-        info = zf.getinfo("data/0")
+        info = zf.getinfo("archive/data/0")
     # the central directory's uncompressed-size field of data/0: find its record by the name
-    central = data.rfind(b"PK\x01\x02", 0, data.rfind(b"data/0"))
+    central = data.rfind(b"PK\x01\x02", 0, data.rfind(b"archive/data/0"))
     assert central > 0 and int.from_bytes(data[central + 24:central + 28], "little") == info.file_size
     data[central + 24:central + 28] = (0xFFFFFFF0).to_bytes(4, "little")  # "4 GiB once inflated"
     path.write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match=rf"its member 'data/0' declares {0xFFFFFFF0} bytes but "
+    with pytest.raises(CheckpointError, match=rf"its member 'archive/data/0' declares {0xFFFFFFF0} bytes but "
                                               rf"stores {info.compress_size}"):
         read_checkpoint(path)
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ... import dtypes as D
 from ..._strides import wrap_dim
+from ...amp import autocast_cast
 from ...autograd.function import Function
 from ...autograd.grad_mode import state
 from ...autograd.naming import torch_node
@@ -108,7 +109,7 @@ def _scalar_as(value, dt: D.dtype):
     """A Scalar converted to dtype dt the way torch's kernels convert it: out of range raises; a float becomes
     an integer by truncation; a negative int wraps into an unsigned type (down to -max)."""
     if dt.is_floating_point:
-        ok = not abs(value) > float(np.finfo(dt.np).max) or math.isinf(value)
+        ok = not abs(value) > float(D.np_finfo(dt.np).max) or math.isinf(value)
     else:
         info = np.iinfo(dt.np)
         low = -int(info.max) if info.min == 0 and not isinstance(value, float) else int(info.min)
@@ -627,7 +628,7 @@ def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     lambd = _number("softshrink", "lambd", 2, lambd)
     _check_dtype(input, Softshrink.kernel)
-    top = float(np.finfo(input._dtype.np).max)
+    top = float(D.np_finfo(input._dtype.np).max)
     if not 0 <= lambd <= top:
         raise RuntimeError(
             f"lambda must be in range [0, {top:g}] for input dtype {D.scalar_type_name(input._dtype)}, "
@@ -689,6 +690,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
         if not isinstance(t, Tensor):
             kind = type(t).__name__
             raise TypeError(f"prelu(): argument '{name}' (position {i + 1}) must be Tensor, not {kind}")
+    input, weight = autocast_cast(input, weight)  # on torch's autocast lists (lower precision)
     if input._dtype is not weight._dtype:
         raise RuntimeError(
             f"prelu: Type promoting not supported. Got {D.scalar_type_name(input._dtype)} and "

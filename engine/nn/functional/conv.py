@@ -7,6 +7,7 @@ a 2-D convolution on a GPU, our im2col/col2im kernels around cuBLAS GEMMs (the G
 
 from __future__ import annotations
 
+from ... import dtypes as D
 from ...amp import _state as _amp_state
 from ...amp import autocast_cast
 from ...autograd.function import Function
@@ -18,6 +19,11 @@ from ...tensor import Tensor
 from .arguments import _batched, _check_dtypes, _tuple
 
 
+def _rounded(y, like: Tensor):
+    """A float32 result of bfloat16 operands back in bfloat16 (other results as they are)."""
+    return y.astype(like._dtype.np) if like._dtype is D.bfloat16 else y
+
+
 class Convolution(Function):
     """y = conv(x, w) + b over a Geometry."""
 
@@ -25,7 +31,9 @@ class Convolution(Function):
 
     @staticmethod
     def forward(ctx, x, w, b, geom):
-        y, cols = W.conv_forward(x._arr, w._arr, None if b is None else b._arr, geom)
+        U = D.upcast  # bfloat16 in float32 (NumPy has no bfloat16 GEMM), rounded once as torch's
+        y, cols = W.conv_forward(U(x._arr), U(w._arr), None if b is None else U(b._arr), geom)
+        y = _rounded(y, x)
         ctx.save_for_backward(x, w)
         ctx.geom = geom
         if ctx.needs_input_grad and ctx.needs_input_grad[1]:
@@ -55,7 +63,7 @@ class ConvTranspose(Function):
     def forward(ctx, gy, w, geom, gy_t):
         ctx.save_for_backward(gy, w)
         ctx.geom = geom
-        return W.conv_input_grad(gy._arr, w._arr, geom, gy_t)
+        return _rounded(W.conv_input_grad(D.upcast(gy._arr), D.upcast(w._arr), geom, gy_t), gy)
 
     @staticmethod
     def backward(ctx, gg):
@@ -76,7 +84,8 @@ class ConvWeightGrad(Function):
     def forward(ctx, x, gy, geom, w_shape, cols, gy_t):
         ctx.save_for_backward(x, gy)
         ctx.geom = geom
-        return W.conv_weight_grad(x._arr, gy._arr, geom, w_shape, cols, gy_t)
+        gw = W.conv_weight_grad(D.upcast(x._arr), D.upcast(gy._arr), geom, w_shape, cols, gy_t)
+        return _rounded(gw, gy)
 
     @staticmethod
     def backward(ctx, ggw):
@@ -89,6 +98,7 @@ class ConvWeightGrad(Function):
 
 _CONVOLUTION = torch_node(Convolution, "ConvolutionBackward0")
 _CONV_TRANSPOSE = torch_node(ConvTranspose, "ConvolutionBackward0")
+_CONVOLUTION._torch_edges = _CONV_TRANSPOSE._torch_edges = (0, 1, 2)  # input, weight, bias (None: (None, 0))
 
 
 def _same_pads(k, d):
@@ -251,6 +261,8 @@ def conv_transpose1d(
 def _conv_transpose_nd(input: Tensor, weight: Tensor, bias, stride, padding, output_padding, groups: int,
                        dilation, dims: int, name: str) -> Tensor:
     """Transposed convolution: the input gradient of a convolution, computed as one GEMM + col2im."""
+    if _amp_state.any:  # autocast: in the lower precision, as the convolution
+        input, weight, bias = autocast_cast(input, weight, bias)
     x, unbatched = _batched(input, dims, name)
     n, cin, *size = x._shape
     _check_transposed_weight(x, weight)

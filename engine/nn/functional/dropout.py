@@ -57,6 +57,7 @@ class Dropout(Function):
 
 
 _DROPOUT = torch_node(Dropout, "MulBackward0")
+_DROPOUT._torch_edges = (0, 1)  # torch's input * mask: the mask's edge is (None, 0)
 
 
 def _check_p(p: float) -> None:

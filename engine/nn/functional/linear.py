@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import dtypes as D
 from ...amp import _state as _amp_state
 from ...amp import autocast_cast
 from ...autograd.function import Function, _NoGradCtx
@@ -28,11 +29,16 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, w, b):
-        xa = x._arr
+        xa, wa = x._arr, w._arr
+        low = xa.dtype is D.BFLOAT16_NP  # NumPy has no bfloat16 GEMM: float32, bias included, rounded once
+        if low:
+            xa, wa = xa.astype(np.float32), wa.astype(np.float32)
         # np.dot reaches the same GEMM as matmul for 1-D/2-D inputs with less call overhead (per-op cost)
-        y = np.dot(xa, w._arr.T) if xa.ndim <= 2 else np.matmul(xa, w._arr.T)
+        y = np.dot(xa, wa.T) if xa.ndim <= 2 else np.matmul(xa, wa.T)
         if b is not None:
             y += b._arr
+        if low:
+            y = y.astype(x._arr.dtype)
         if ctx.__class__ is not _NoGradCtx:
             # save_for_backward's work for two tensors, inline (this runs for every Linear layer every step)
             ctx._saved = (x, w)
@@ -55,10 +61,19 @@ class Linear(Function):
     def _backward_arrays(ctx, ga):
         x, w = Linear._saved_xw(ctx)
         nig = ctx.needs_input_grad
+        xa, wa = x._arr, w._arr
+        low = ga.dtype is D.BFLOAT16_NP  # in float32 as the forward, each gradient rounded once
+        if low:
+            grads = Linear._backward_arrays_of(nig, ga.astype(np.float32), xa.astype(np.float32),
+                                               wa.astype(np.float32))
+            return tuple(None if r is None else r.astype(ga.dtype) for r in grads)
+        return Linear._backward_arrays_of(nig, ga, xa, wa)
+
+    @staticmethod
+    def _backward_arrays_of(nig, ga, xa, wa):
         g2 = ga if ga.ndim == 2 else ga.reshape(-1, ga.shape[-1])
-        gx = (np.dot(ga, w._arr) if ga.ndim <= 2 else np.matmul(ga, w._arr)) if nig[0] else None
+        gx = (np.dot(ga, wa) if ga.ndim <= 2 else np.matmul(ga, wa)) if nig[0] else None
         if nig[1]:
-            xa = x._arr
             # matmul, not dot, here: with 2 BLAS threads np.dot of this transposed operand runs ~15% slower
             gw = np.matmul(g2.T, xa if xa.ndim == 2 else xa.reshape(-1, xa.shape[-1]))
         else:

@@ -134,9 +134,17 @@ class CrossEntropy(Function):
     _exact_grads = True
     _plain = False  # forward took the plain-mean path (then only p, tt and denom are kept)
     _kernel = False  # forward ran the kernels (_kernel_forward)
+    _rounded = None  # bfloat16 logits: computed in float32 (as torch's CPU kernels), results rounded to this
 
     @staticmethod
     def forward(ctx, x, target, weight, ignore_index, smoothing, reduction):
+        if x._dtype is D.bfloat16:
+            f32 = _wrap_array(x._arr.astype(np.float32))
+            w32 = None if weight is None else _wrap_array(D.upcast(weight._arr))
+            loss = CrossEntropy.forward(ctx, f32, target, w32, ignore_index, smoothing, reduction)
+            ctx.save_for_backward(x)
+            ctx._rounded = x._arr.dtype
+            return loss.astype(ctx._rounded)
         if weight is None and x.is_cuda and K.takes(x):
             return _kernel_forward(ctx, x, target, ignore_index, smoothing, reduction)
         a = x._arr
@@ -220,6 +228,13 @@ class CrossEntropy(Function):
 
     @staticmethod
     def _backward_arrays(ctx, ga):
+        if ctx._rounded is not None:
+            grad = CrossEntropy._backward_arrays_f32(ctx, D.upcast(ga))[0]
+            return (grad.astype(ctx._rounded),) + (None,) * 5
+        return CrossEntropy._backward_arrays_f32(ctx, ga)
+
+    @staticmethod
+    def _backward_arrays_f32(ctx, ga):
         if ctx._kernel:
             return _kernel_backward_arrays(ctx, ga)
         ctx.saved_tensors  # noqa: B018 - raises if freed, or if the scores were modified in place
@@ -507,6 +522,8 @@ def l1_loss(
     weight: Tensor | None = None,
 ) -> Tensor:
     _warn_size(input, target)
+    if _amp_state.any:  # autocast: losses are computed in float32
+        input, target, weight = autocast_fp32(input, target, weight)
     loss = (input - target).abs()
     if weight is not None:
         loss = loss * weight
@@ -517,6 +534,8 @@ def smooth_l1_loss(
     input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0
 ) -> Tensor:
     _warn_size(input, target)
+    if _amp_state.any:  # autocast: losses are computed in float32
+        input, target = autocast_fp32(input, target)
     input, target = _float_kernel(input, target, "smooth_l1_cpu")
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
@@ -534,6 +553,8 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
                weight: Tensor | None = None) -> Tensor:
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta): smooth_l1 with beta = delta, times delta."""
     _warn_size(input, target)
+    if _amp_state.any:  # autocast: losses are computed in float32
+        input, target, weight = autocast_fp32(input, target, weight)
     input, target = _float_kernel(input, target, "huber_cpu")
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
@@ -648,6 +669,8 @@ def nll_loss(
     reduction: str = "mean",
 ) -> Tensor:
     red = _reduction(size_average, reduce, reduction)
+    if _amp_state.any:  # autocast: losses are computed in float32
+        input, weight = autocast_fp32(input, weight)
     _check_class_target(target)
     _check_class_weight(weight, input._shape[0 if input.ndim == 1 else 1])
     x, t = _class_last(input, target)
@@ -685,6 +708,8 @@ def binary_cross_entropy(
             f"Using a target size ({target.shape}) that is different to the input size ({input.shape}) "
             "is deprecated. Please ensure they have the same size."
         )
+    if _amp_state.any:  # autocast: losses are computed in float32
+        input, target, weight = autocast_fp32(input, target, weight)
     if target._dtype is not input._dtype:
         raise RuntimeError(f"Found dtype {D.scalar_type_name(target._dtype)} but expected "
                            f"{D.scalar_type_name(input._dtype)}")
@@ -710,6 +735,8 @@ def binary_cross_entropy_with_logits(
 ) -> Tensor:
     if target._shape != input._shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
+    if _amp_state.any:  # autocast: losses are computed in float32
+        input, target, weight, pos_weight = autocast_fp32(input, target, weight, pos_weight)
     red = _reduction(size_average, reduce, reduction)
     if weight is None and red in ("mean", "sum", "none"):
         return _BCE_LOGITS.apply(input, target, pos_weight, red)  # one node, reduction included, as torch's
@@ -728,6 +755,8 @@ def kl_div(
     log_target: bool = False,
 ) -> Tensor:
     """Pointwise target * (log target - input), input given as log-probabilities."""
+    if _amp_state.any:  # autocast: losses are computed in float32
+        input, target = autocast_fp32(input, target)
     if not (input._dtype.is_floating_point and target._dtype.is_floating_point):
         raise RuntimeError("kl_div: Integral inputs not supported.")
     red = _reduction(size_average, reduce, reduction)

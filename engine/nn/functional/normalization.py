@@ -333,7 +333,7 @@ def rms_norm(
             f"{list(weight._shape)} and normalized_shape = {list(shape)}"
         )
     if eps is None:
-        eps = float(np.finfo(input._dtype.np).eps)
+        eps = float(D.np_finfo(input._dtype.np).eps)
     dims = tuple(range(input.ndim - len(shape), input.ndim))
     y = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
     return y * weight if weight is not None else y

@@ -40,10 +40,44 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
             "pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
             f"upscale_factor, but input.size(-3)={c} is not divisible by {r * r}"
         )
+    return _PIXEL_SHUFFLE.apply(input, r, False)
+
+
+def _shuffled(input: Tensor, r: int) -> Tensor:
+    *lead, c, h, w = input._shape
     b = len(lead)
     x = input.reshape(*lead, c // (r * r), r, r, h, w)
     x = x.permute(*range(b), b, b + 3, b + 1, b + 4, b + 2)  # (*, C, H, r, W, r)
     return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def _unshuffled(input: Tensor, r: int) -> Tensor:
+    *lead, c, h, w = input._shape
+    b = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    x = x.permute(*range(b), b, b + 2, b + 4, b + 1, b + 3)  # (*, C, r, r, H, W)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+class PixelShuffle(Function):
+    """pixel_shuffle or (inverse) pixel_unshuffle as one graph node, torch's PixelShuffleBackward0 /
+    PixelUnshuffleBackward0: the values are the reshapes' (one copy), the gradient the other direction."""
+
+    _edges = 1
+
+    @staticmethod
+    def forward(ctx, input, r, inverse):
+        ctx.r, ctx.inverse = r, inverse
+        out = (_unshuffled if inverse else _shuffled)(input, r)
+        return out.clone() if out._storage is input._storage else out  # r == 1: a fresh tensor, as torch's
+
+    @staticmethod
+    def backward(ctx, g):
+        return (_shuffled if ctx.inverse else _unshuffled)(g, ctx.r), None, None
+
+
+_PIXEL_SHUFFLE = torch_node(PixelShuffle, "PixelShuffleBackward0")
+_PIXEL_UNSHUFFLE = torch_node(PixelShuffle, "PixelUnshuffleBackward0")
 
 
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
@@ -57,10 +91,7 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
                 f"pixel_unshuffle expects {side} to be divisible by downscale_factor, but "
                 f"input.size({dim})={n} is not divisible by {r}"
             )
-    b = len(lead)
-    x = input.reshape(*lead, c, h // r, r, w // r, r)
-    x = x.permute(*range(b), b, b + 2, b + 4, b + 1, b + 3)  # (*, C, r, r, H, W)
-    return x.reshape(*lead, c * r * r, h // r, w // r)
+    return _PIXEL_UNSHUFFLE.apply(input, r, True)
 
 
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
@@ -588,7 +619,7 @@ class Im2Col(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return Col2Im.apply(g, ctx.geom), None
+        return _COL2IM.apply(g, ctx.geom), None
 
 
 class Col2Im(Function):
@@ -604,7 +635,7 @@ class Col2Im(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return Im2Col.apply(g, ctx.geom), None
+        return _IM2COL.apply(g, ctx.geom), None
 
 
 _IM2COL = torch_node(Im2Col, "Im2ColBackward0")

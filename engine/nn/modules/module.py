@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 
 from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad, state
+from ...autograd.naming import torch_node
 from ...tensor import Tensor
 from ..parameter import Buffer, Parameter, is_lazy
 
@@ -49,6 +50,9 @@ class _BackwardHookIdentity(Function):
     @staticmethod
     def backward(ctx, *grads):
         return grads
+
+
+_BackwardHookFunction = torch_node(_BackwardHookIdentity, "BackwardHookFunctionBackward")  # torch's node name
 
 
 class Module:
@@ -527,6 +531,9 @@ class Module:
     def half(self) -> Module:
         return self._apply(lambda t: t.half() if t.is_floating_point() else t)
 
+    def bfloat16(self) -> Module:
+        return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
+
     # ------------------------------------------------------------------ printing
     def extra_repr(self) -> str:
         return ""
@@ -575,7 +582,7 @@ class _BackwardHookState:
         self.input_positions = [pos.index(i) for i in needing]
         if not needing:
             return args
-        wrapped = _BackwardHookIdentity.apply(*(args[i] for i in needing))
+        wrapped = _BackwardHookFunction.apply(*(args[i] for i in needing))
         wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
         node = wrapped[0].grad_fn
         node.register_prehook(self._on_input_grads)
@@ -592,7 +599,7 @@ class _BackwardHookState:
         idx = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
         if not idx:
             return out
-        wrapped = _BackwardHookIdentity.apply(*(outs[i] for i in idx))
+        wrapped = _BackwardHookFunction.apply(*(outs[i] for i in idx))
         wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
         wrapped[0].grad_fn.register_prehook(self._on_output_grads)
         self.n_outputs = len(outs)

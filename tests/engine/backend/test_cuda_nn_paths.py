@@ -422,8 +422,9 @@ def test_float16_pooling_double_backward_on_cuda_applies_the_f16_adjoint(launche
 
 def test_an_autocast_conv_net_on_cuda_stays_on_the_f16_kernels_through_its_pools(launched):
     def fn(x, w):
-        # the fake GPU tensors' storage is on the CPU, so "cpu" is the autocast device that casts them
-        with engine.amp.autocast("cpu"):
+        # the fake GPU tensors' storage is on the CPU, so "cpu" is the autocast device that casts them (to
+        # float16, a GPU's autocast dtype: the CPU's default is bfloat16, which the kernels do not take)
+        with engine.amp.autocast("cpu", dtype=engine.float16):
             h = F.max_pool2d(F.relu(F.conv2d(x, w, padding=1)), 2)
             return F.avg_pool2d(h, 2, ceil_mode=True, count_include_pad=False)
 

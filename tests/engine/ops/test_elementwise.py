@@ -646,3 +646,24 @@ def test_reflected_ops_without_a_derivative_raise_torchs_error_in_backward(name)
 ])
 def test_reflected_arithmetic_dtypes_and_errors_match_torch(call):
     same_outcome(call)
+
+
+# ----------------------------------------------------------------------------- lerp as one node
+@pytest.mark.parametrize("weight", [0.3, 0.75, "tensor", "broadcast", "0-d"])
+def test_lerp_values_gradients_and_node_match_torch(weight):
+    """LerpBackward0 for a number weight (edges: input, end), LerpBackward1 for a tensor weight (its edge too,
+    its gradient summed over broadcast dims); the same values and gradients as torch's, second order too."""
+    w = {"tensor": arr(3, 4, seed=5), "broadcast": arr(4, seed=6), "0-d": np.array(0.4)}.get(weight, weight)
+    arrays = [arr(3, 4, seed=1), arr(3, 4, seed=2)] + ([w] if isinstance(w, np.ndarray) else [])
+
+    check(lambda T, a, b, *rest: T.lerp(a, b, rest[0] if rest else w), *arrays, grad=True)
+    second = []
+    for T in (torch, engine):
+        leaves = [T.tensor(a, requires_grad=True) for a in arrays]
+        y = T.lerp(leaves[0], leaves[1], leaves[2] if len(leaves) > 2 else w)
+        assert type(y.grad_fn).__name__ == ("LerpBackward1" if len(leaves) > 2 else "LerpBackward0")
+        assert len(y.grad_fn.next_functions) == len(leaves)
+        g = T.autograd.grad((y * y).sum(), leaves, create_graph=True)
+        second.append(T.autograd.grad(sum((gi * gi).sum() for gi in g), leaves))
+    for t, e in zip(*second):
+        close(e, t)

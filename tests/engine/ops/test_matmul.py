@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from sweep_harness import check
-from torch_compare import arr, check_op, same_outcome
+from torch_compare import arr, check_op, close, same_outcome
 
 import engine
 
@@ -218,3 +218,25 @@ def test_bmm_dtype_errors_match_torch(dtypes):
     """einsum contracts through bmm, whose kernel refuses bool and mixed dtypes with its own messages."""
     same_outcome(lambda T: T.bmm(T.ones(1, 2, 2, dtype=getattr(T, dtypes[0])),
                                  T.ones(1, 2, 2, dtype=getattr(T, dtypes[1]))))
+
+
+# ----------------------------------------------------------------------------- trace
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("shape", [(3, 4), (4, 3), (0, 2)])
+def test_trace_values_dtypes_and_errors_match_torch(dtype, shape):
+    a = arr(*shape, dtype=np.float64, low=0, high=5).astype(dtype)
+    same_outcome(lambda T: T.tensor(a).trace())
+
+
+def test_trace_is_one_node_with_torchs_gradients_to_second_order():
+    """TraceBackward0 (not a diagonal's sum), and its gradient differentiable again."""
+    got = []
+    for T in (torch, engine):
+        x = T.tensor(arr(3, 4), requires_grad=True)
+        y = x.trace()
+        assert type(y.grad_fn).__name__ == "TraceBackward0"
+        g, = T.autograd.grad(y * y, x, create_graph=True)
+        gg, = T.autograd.grad((g * g).sum(), x)
+        got.append((y, g, gg))
+    for t, e in zip(*got):
+        close(e, t)

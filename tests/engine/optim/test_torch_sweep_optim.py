@@ -2,6 +2,8 @@
 with their own options), trajectories and state step by step, state_dict layout, resume from a state_dict,
 repr, and the errors bad options raise."""
 
+import inspect
+
 import numpy as np
 import pytest
 import torch
@@ -83,6 +85,10 @@ CASES = [
     ("adagrad-wd-eps-maximize", "Adagrad", {"lr": 0.1, "weight_decay": 0.1, "eps": 1e-3,
       "maximize": True}, None),
     ("adagrad-groups-foreach", "Adagrad", {"lr": 0.1, "foreach": False}, {"lr_decay": 0.05}),
+    ("sgd-fused", "SGD", {"lr": 0.05, "momentum": 0.9, "fused": True}, None),
+    ("adam-fused-amsgrad", "Adam", {"lr": 0.01, "amsgrad": True, "fused": True}, None),
+    ("adamw-fused", "AdamW", {"lr": 0.01, "weight_decay": 0.1, "fused": True}, {"fused": False}),
+    ("adagrad-fused", "Adagrad", {"lr": 0.1, "fused": True}, None),
 ]
 # fmt: on
 
@@ -163,6 +169,8 @@ BAD = [
     ("Adagrad", {"eps": -1.0}),
     ("Adagrad", {"lr": -1.0}),
     ("Adagrad", {"weight_decay": -1.0}),
+    *[(name, {"fused": True, flag: True}) for name in ("SGD", "Adam", "AdamW", "Adagrad")
+      for flag in ("foreach", "differentiable")],
 ]
 
 
@@ -187,3 +195,27 @@ def test_bad_parameter_lists_raise_torchs_errors():
     ]:
         e_err, t_err = raised(make_e), raised(make_t)
         assert t_err is not None and e_err is not None and e_err[0] == t_err[0], (e_err, t_err)
+
+
+def _optimizers_in_both() -> list[str]:
+    names = [n for n in dir(eoptim) if isinstance(getattr(eoptim, n), type)
+             and issubclass(getattr(eoptim, n), eoptim.Optimizer) and hasattr(torch.optim, n)]
+    assert {"SGD", "Adam", "AdamW", "LBFGS", "Optimizer"} <= set(names)
+    return names
+
+
+@pytest.mark.parametrize("name", _optimizers_in_both())
+def test_signatures_have_torchs_parameter_names_kinds_and_defaults(name):
+    # training scripts read inspect.signature(torch.optim.AdamW).parameters to decide on fused=True
+    def shape(cls):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(cls).parameters.values()]
+
+    assert shape(getattr(eoptim, name)) == shape(getattr(torch.optim, name))
+
+
+def test_the_fused_check_popular_scripts_run_picks_fused_and_it_steps():
+    # nanoGPT's configure_optimizers: fused when the signature has it and the device is CUDA
+    pe, _ = _params()
+    fused_available = "fused" in inspect.signature(eoptim.AdamW).parameters
+    opt = eoptim.AdamW(pe, lr=1e-3, betas=(0.9, 0.95), fused=fused_available)
+    assert fused_available and opt.param_groups[0]["fused"] is True

@@ -9,7 +9,6 @@ library's own randint/randperm) and how much of the global stream a sampler cons
 
 import itertools
 import math
-import time
 import tracemalloc
 
 import numpy as np
@@ -34,17 +33,16 @@ def _ds(n=1000):
 
 
 def _first_batches(loader, k):
-    """(the first k batches' indices, seconds, peak bytes traced) from iter(loader)."""
+    """(the first k batches' indices, peak bytes traced) from iter(loader): memory, never wall-clock time, is
+    what shows an up-front draw (10**10 int64 indices are 80 GB)."""
     tracemalloc.start()
     try:
-        t = time.perf_counter()
         it = iter(loader)
         batches = [next(it)[0].tolist() for _ in range(k)]
-        seconds = time.perf_counter() - t
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    return batches, seconds, peak
+    return batches, peak
 
 
 # ---------------------------------------------------------------- bounded memory, quick start, len()
@@ -55,8 +53,8 @@ def test_infinite_loader_with_replacement_starts_at_once_in_bounded_memory():
     g = engine.Generator().manual_seed(0)
     sampler = RandomSampler(ds, replacement=True, num_samples=HUGE, generator=g)
     loader = DataLoader(ds, sampler=sampler, batch_size=64)
-    batches, seconds, peak = _first_batches(loader, 50)
-    assert seconds < 2.0 and peak < 10 * 2**20, (seconds, peak)
+    batches, peak = _first_batches(loader, 50)
+    assert peak < 10 * 2**20, peak
     assert all(len(b) == 64 and 0 <= min(b) and max(b) < 1000 for b in batches)
     assert len(sampler) == HUGE and len(loader) == math.ceil(HUGE / 64)
     assert len(DataLoader(ds, sampler=sampler, batch_size=64, drop_last=True)) == HUGE // 64
@@ -67,8 +65,8 @@ def test_long_epoch_without_replacement_draws_one_permutation_per_pass():
     n_samples = 10**8
     sampler = RandomSampler(ds, num_samples=n_samples, generator=engine.Generator().manual_seed(1))
     loader = DataLoader(ds, sampler=sampler, batch_size=100)
-    batches, seconds, peak = _first_batches(loader, 30)  # three passes over the 1000 items
-    assert seconds < 2.0 and peak < 10 * 2**20, (seconds, peak)
+    batches, peak = _first_batches(loader, 30)  # three passes over the 1000 items
+    assert peak < 10 * 2**20, peak
     flat = sum(batches, [])
     for p in range(3):
         assert sorted(flat[p * 1000 : (p + 1) * 1000]) == list(range(1000))
@@ -79,12 +77,11 @@ def test_infinite_weighted_sampler_is_lazy_and_never_draws_a_zero_weight():
     w = WeightedRandomSampler([0.0, 1.0, 0.0, 3.0], HUGE, generator=engine.Generator().manual_seed(2))
     tracemalloc.start()
     try:
-        t = time.perf_counter()
         drawn = list(itertools.islice(w, 40_000))
-        seconds, peak = time.perf_counter() - t, tracemalloc.get_traced_memory()[1]
+        peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert seconds < 2.0 and peak < 10 * 2**20, (seconds, peak)
+    assert peak < 10 * 2**20, peak
     assert set(drawn) == {1, 3} and len(w) == HUGE
     assert abs(drawn.count(3) / len(drawn) - 0.75) < 0.02  # about 9 standard deviations
 
