@@ -20,7 +20,6 @@ import copy
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 from collections import Counter
@@ -280,16 +279,21 @@ def mutants(seed: int, count: int) -> list[tuple[str, dict]]:
 
 
 # ------------------------------------------------------------------------------------------ running
-def _limit() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+# the CLI with its address space capped, set by the child itself before it imports anything: a preexec_fn
+# would run between fork and exec in a process whose other threads (this campaign's pool, pytest-xdist's)
+# may hold locks, which Python documents as unsafe
+_CAPPED_CLI = ("import resource, runpy, sys; "
+               f"resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_CAP}, {MEMORY_CAP})); "
+               "sys.argv = ['wiregrad', *sys.argv[1:]]; "
+               "runpy.run_module('app.cli', run_name='__main__', alter_sys=True)")
 
 
 def _cli(args: list[str], timeout: float) -> tuple[int | None, str, str]:
     """(exit status or None on timeout, stdout, stderr) of `python -m app.cli ARGS`, memory-capped."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     try:
-        proc = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=timeout, preexec_fn=_limit)
+        proc = subprocess.run([sys.executable, "-c", _CAPPED_CLI, *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         return None, "", err
