@@ -26,7 +26,7 @@ from app.training import CheckpointError, Trainer, read_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 # the child must not write .pyc files: under RLIMIT_FSIZE they would be truncated for everyone
-ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(ROOT), "QT_QPA_PLATFORM": "offscreen"}
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "QT_QPA_PLATFORM": "offscreen"}
 
 
 def tiny_doc(**training) -> dict:

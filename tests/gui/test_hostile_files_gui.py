@@ -93,7 +93,7 @@ OWNER = textwrap.dedent("""
 
 def test_a_live_instances_autosave_is_left_alone_and_offered_once_it_was_killed(qtbot, tmp_path):
     recovery = tmp_path / "recovery"
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(ROOT),
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
            "QT_QPA_PLATFORM": "offscreen", "WIREGRAD_RUNS": str(tmp_path / "runs")}
     owner = subprocess.Popen(
         [sys.executable, "-c", OWNER, str(recovery), str(tmp_path / "owner.ini"),

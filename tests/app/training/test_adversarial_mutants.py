@@ -290,7 +290,7 @@ _CAPPED_CLI = ("import resource, runpy, sys; "
 
 def _cli(args: list[str], timeout: float) -> tuple[int | None, str, str]:
     """(exit status or None on timeout, stdout, stderr) of `python -m app.cli ARGS`, memory-capped."""
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     try:
         proc = subprocess.run([sys.executable, "-c", _CAPPED_CLI, *args], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=timeout)

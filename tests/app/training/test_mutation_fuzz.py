@@ -203,8 +203,7 @@ def run_mutants(tmp_path: Path, count: int, seed: int) -> list[dict]:
         notes[str(path)] = done
     listing = tmp_path / "mutants.json"
     listing.write_text(json.dumps(paths), encoding="utf-8")
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     code = ("import json, sys; from tests.app.training.test_mutation_fuzz import runner_main; "
             "runner_main(json.load(open(sys.argv[1])))")
     proc = subprocess.run([sys.executable, "-c", code, str(listing)], cwd=ROOT, env=env, capture_output=True,
