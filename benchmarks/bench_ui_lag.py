@@ -99,7 +99,7 @@ def _interaction(win, app, see_inside: bool = False):
     return timer.stop
 
 
-def _window_view(app, tmp: Path, interact: bool = False, see_inside: bool = False):
+def _window_view(app, tmp: Path, interact: bool = False, see_inside: bool = False, fresh_runs: bool = False):
     """The main window at 1600x1000 with the monitor raised, trained through its Start command."""
     from PySide6.QtCore import QSettings
 
@@ -110,6 +110,8 @@ def _window_view(app, tmp: Path, interact: bool = False, see_inside: bool = Fals
     os.environ["WIREGRAD_RUNS"] = str(tmp / "runs")
 
     def start(blas_threads: int | None, seen: list[int]):
+        if fresh_runs:  # each round as a first start: no earlier run in the Runs panel
+            os.environ["WIREGRAD_RUNS"] = tempfile.mkdtemp(prefix="runs-", dir=tmp)
         doc = load_document(EXAMPLE)
         doc.training["epochs"] = 100
         settings = QSettings(str(tmp / "settings.ini"), QSettings.IniFormat)
@@ -121,6 +123,9 @@ def _window_view(app, tmp: Path, interact: bool = False, see_inside: bool = Fals
         if see_inside:  # the sample under study is answered twice a second while it trains
             win.show_inside_view("predictions")
         app.processEvents()
+        from main import freeze_startup_objects
+
+        freeze_startup_objects()  # as main.py does once the window is up
         session = win.training.start()  # the app's own setting: BLAS capped to 1 thread
         session.events.connect(lambda e: seen.__setitem__(0, seen[0] + len(e.records))
                                if isinstance(e, Batches) else None)
@@ -130,6 +135,11 @@ def _window_view(app, tmp: Path, interact: bool = False, see_inside: bool = Fals
             stop_interaction()
             win.training.shutdown()
             win.close()
+            win.deleteLater()  # a window per round: the last one's timers must not tick into the next
+            from PySide6.QtCore import QCoreApplication, QEvent
+
+            QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+            app.processEvents()
 
         return session, close
 
@@ -198,6 +208,9 @@ def main() -> None:
                              "a process of its own) and/or thread (WIREGRAD_TRAINER=thread), e.g. "
                              "process,thread")
     parser.add_argument("--interact", action="store_true", help="pan, zoom and switch tabs while training")
+    parser.add_argument("--fresh-runs", action="store_true",
+                        help="each round with an empty runs folder (by default later rounds find the earlier "
+                             "rounds' runs in the Runs panel, as a user who trained before does)")
     parser.add_argument("--see-inside", action="store_true",
                         help="with the Predictions view open (and, with --interact, every see-inside tab "
                              "in the rotation)")
@@ -226,7 +239,8 @@ def _run(args: argparse.Namespace) -> None:
 
     app = QApplication.instance() or QApplication([])
     tmp = Path(tempfile.mkdtemp(prefix="wiregrad-lag-"))
-    views = {"plots": _plots_view(app), "window": _window_view(app, tmp, args.interact, args.see_inside)}
+    views = {"plots": _plots_view(app),
+             "window": _window_view(app, tmp, args.interact, args.see_inside, args.fresh_runs)}
     chosen = list(views) if args.view == "both" else [args.view]
     caps = {"capped": ("BLAS 1 thread", 1), "uncapped": ("BLAS uncapped", None)}
     blas = list(caps.values()) if args.blas == "both" else [caps[args.blas]]
