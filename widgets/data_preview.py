@@ -112,6 +112,9 @@ def _card(*parts: QWidget) -> QWidget:
 
 
 # ------------------------------------------------------------------------------------------------ item models
+WIDE_RATIO = 2.6  # wider than this many times its height, the view puts its class-balance chart at the side
+
+
 class ThumbnailModel(QAbstractListModel):
     """The samples `indices` of one split as thumbnails (DecorationRole) with their labels (DisplayRole).
     Pixmaps are drawn when Qt first asks for a row (the visible ones) and a few thousand are kept."""
@@ -353,9 +356,20 @@ class DataPreviewView(QWidget):
 
     def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
+        # a wide, short view (a dock under the canvas) puts the class balance beside the samples, which then
+        # get the whole height; otherwise below them
+        wide = self.width() > WIDE_RATIO * max(self.height(), 1)
+        orientation = Qt.Horizontal if wide else Qt.Vertical
+        if orientation != self.splitter.orientation():
+            self.splitter.setOrientation(orientation)
+            self._sized = False  # the user's split was for the other orientation
         if not self._sized and self.splitter.height() > 0:
-            total = self.splitter.height()
-            chart = int(min(150, max(100, 0.25 * total)))
+            if wide:
+                total = self.splitter.width()
+                chart = int(min(460, max(300, 0.28 * total)))
+            else:
+                total = self.splitter.height()
+                chart = int(min(150, max(100, 0.25 * total)))
             self.splitter.blockSignals(True)
             self.splitter.setSizes([total - chart, chart])
             self.splitter.blockSignals(False)

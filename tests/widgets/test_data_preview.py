@@ -235,3 +235,19 @@ def test_double_click_on_a_point_of_the_scatter_names_it(qtbot, view):
         double_click(plot.viewport(), pos)
     split, index = got.args
     assert (split, index) == ("val", i)
+
+
+def test_a_wide_short_view_puts_the_class_balance_beside_the_samples(qtbot, view):
+    """Docked under the canvas the view is wide and short: the chart goes to the side, so the samples (a
+    2-D scatter keeps equal units) get the whole height; in a squarer view it sits below them."""
+    show(qtbot, view, example("spirals"))
+    assert view.splitter.orientation() == Qt.Vertical  # 700x500
+    plot = view.scatter_plot
+    tall_before = plot.height()
+    view.resize(1600, 330)
+    qtbot.waitUntil(lambda: view.splitter.orientation() == Qt.Horizontal, timeout=5000)
+    qtbot.waitUntil(lambda: view.balance.mapTo(view, view.balance.rect().topLeft()).x()
+                    >= plot.mapTo(view, plot.rect().topRight()).x(), timeout=5000)
+    assert plot.height() > 0.5 * tall_before  # a shorter view, yet the scatter did not shrink to a strip
+    view.resize(700, 500)
+    qtbot.waitUntil(lambda: view.splitter.orientation() == Qt.Vertical, timeout=5000)
