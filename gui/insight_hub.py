@@ -100,9 +100,6 @@ class InsightHub(QObject):
         from app.training.session import load_training_modules
 
         load_training_modules()  # imports on the UI thread (PySide's import hook is not thread-safe)
-        import app.insight.embedding  # noqa: F401
-        import app.insight.sample  # noqa: F401
-        import app.insight.validation  # noqa: F401
 
         doc, base_dir, weights = self._local_source()
         key = _model_key(doc, base_dir, weights)

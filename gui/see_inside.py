@@ -29,7 +29,6 @@ class SeeInside(QObject):
     """Builds the docks and routes: view requests -> hub, hub answers -> views, picks between views."""
 
     summary_ready = Signal(object, int)  # summary (or an error text), the request it answers
-    data_ready = Signal(object, int)  # DatasetSplit or None, the request it answers
 
     def __init__(self, window: Any, monitor: Any) -> None:
         super().__init__(window)
@@ -59,7 +58,6 @@ class SeeInside(QObject):
         self.layer_node: str | None = None  # the node whose output the layer view shows
         self._summary_request = 0
         self._summary_batch: int | None = None  # the batch size the user chose (None: the document's)
-        self._data_request = 0
 
         pred = QSplitter(Qt.Horizontal)
         pred.addWidget(self.predictions)
@@ -117,7 +115,7 @@ class SeeInside(QObject):
         self.summary.node_selected.connect(monitor.focus_node)
         self.summary.batch_size_changed.connect(self._summary_batch_changed)
         self.summary_ready.connect(self._summary_done)
-        self.data_ready.connect(self._data_done)
+        self.data.loaded.connect(self._data_loaded)
         self._model_changed()
 
     # --- which views are shown ---------------------------------------------------------------------
@@ -290,23 +288,20 @@ class SeeInside(QObject):
             self.summary.show_summary(result)
 
     def _refresh_data(self) -> None:
+        """The dataset of the model shown: the Data view loads it (off the UI thread, once per dataset), and
+        the gallery and the sample picker take the same arrays when it has (`_data_loaded`)."""
         doc, base_dir = self._model_doc()
         self.data.set_document(doc, base_dir)
-        self._data_request += 1
-        request = self._data_request
-        doc = doc.copy()
 
-        def work() -> None:
-            try:
-                data = load_training_dataset(doc, base_dir)
-            except Exception:  # noqa: BLE001 - the Data view says what is wrong with the dataset
-                data = None
-            self.data_ready.emit(data, request)
-
-        threading.Thread(target=work, name="wiregrad-dataset", daemon=True).start()
-
-    def _data_done(self, data: Any, request: int) -> None:
-        if request != self._data_request or data is None:
+    def _data_loaded(self) -> None:
+        if self.data.preview is None:  # it could not be loaded: the Data view says why
+            return
+        doc, base_dir = self._model_doc()
+        try:  # the arrays the Data view just loaded, from the cache: never a file read on this thread
+            data = load_training_dataset(doc, base_dir, cached_only=True)
+        except Exception:  # noqa: BLE001 - the Data view has shown what is wrong
+            return
+        if data is None:
             return
         self.gallery.set_samples(data.x_val, data.normalization)
         self.predictions.set_dataset_size(len(data.x_train), len(data.x_val))

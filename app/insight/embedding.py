@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from app.training.evaluation import activations
+from app.training.probes import undisturbed
 
 EMBED_LIMIT = 2000  # samples projected: the forward passes and the SVD stay well under a second
 VALUE_BUDGET = 10_000_000  # samples x values held at once (80 MB as float64): a wide layer gets fewer samples
@@ -119,7 +120,6 @@ def pca_2d(x: np.ndarray, exact_budget: float = EXACT_BUDGET) -> tuple[np.ndarra
 def embed_layer(t: Any, node: str | None = None, *, limit: int = EMBED_LIMIT) -> Embedding:
     """PCA of `node`'s outputs (the default: `default_node`) on the first `limit` validation samples, with
     the model in eval mode and no gradient, in batches; the run is left as it was."""
-    import engine
 
     choices = embed_choices(t)
     if node is None:
@@ -138,11 +138,8 @@ def embed_layer(t: Any, node: str | None = None, *, limit: int = EMBED_LIMIT) ->
     if width and n * width > VALUE_BUDGET:
         n = max(2, VALUE_BUDGET // width)
         note = (note + "; " if note else "") + f"the first {n} samples ({node} is wide: {width} values each)"
-    rng = engine.get_rng_state()  # eval mode draws nothing; kept anyway, the run's stream must not move
-    try:
+    with undisturbed(t.model):  # eval mode draws nothing and moves no buffer; kept anyway, as every look
         parts = [activations(t, x[s:min(s + _BATCH, n)])[node] for s in range(0, n, _BATCH)]
-    finally:
-        engine.set_rng_state(rng)
     outputs = np.concatenate(parts).reshape(n, -1) if parts else np.zeros((0, 0), np.float32)
     points, explained = pca_2d(outputs)
     if n < 2:

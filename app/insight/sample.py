@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from app.training.measures import to_numpy
+from app.training.probes import undisturbed
 
 SPLITS = {"val": "validation", "train": "training"}
 IMAGE_DATASETS = ("digits", "idx", "image_folder")  # their flat layout is still a square picture
@@ -205,11 +206,8 @@ def inspect_sample(t: Any, *, split: str = "val", index: int = 0, x: Any = None,
     model = t.model
     sample, target, index = _sample(t, split, index, x)
     int_input = t._input_dtype == np.int64
-    rng = engine.get_rng_state()
-    buffers = [(b, b._arr.copy()) for _, b in model.named_buffers()]
-    was = model.training
-    model.eval()
-    try:
+    with undisturbed(model):
+        model.eval()
         with engine.enable_grad():
             xt = t._tensor(sample[None], t._input_dtype)
             if not int_input:
@@ -225,11 +223,6 @@ def inspect_sample(t: Any, *, split: str = "val", index: int = 0, x: Any = None,
             if target is not None:
                 with engine.no_grad():
                     loss = float(to_numpy(t.loss_fn(pred.detach(), t._tensor(target))))
-    finally:
-        model.train(was)
-        engine.set_rng_state(rng)
-        for b, saved in buffers:
-            b._arr[...] = saved
 
     data = t.data
     names = [str(n) for n in (data.class_names or ())]

@@ -3,6 +3,8 @@ ends: the decision boundary of a 2-D classifier, the validation confusion matrix
 a probe batch. Qt-free: they are arrays and records; the widgets draw them."""
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,25 +111,36 @@ def confusion_matrix(t: Any, epoch: int) -> Confusion:
     return Confusion(confusion_counts(truth, guess, int(t.data.num_classes or 2)), epoch)
 
 
+@contextlib.contextmanager
+def undisturbed(model: Any) -> Iterator[None]:
+    """Run a look at a live model without moving its run: afterwards the engine's RNG, the model's buffers
+    (BatchNorm's running statistics) and its train/eval mode are as they were. Parameters' `.grad` is the
+    caller's to leave alone (take gradients with `engine.autograd.grad`)."""
+    import engine
+
+    rng = engine.get_rng_state()
+    buffers = [(b, b._arr.copy()) for _, b in model.named_buffers()]
+    was = model.training
+    try:
+        yield
+    finally:
+        model.train(was)
+        engine.set_rng_state(rng)
+        for b, saved in buffers:
+            b._arr[...] = saved
+
+
 def capture_graph(t: Any) -> Any:
     """The autograd graph of a small probe batch, without disturbing the run: the engine's RNG and
     the buffers (BatchNorm running stats) are restored afterwards, `.grad` is never touched."""
-    import engine
     from app.step_graph import capture_step_graph
 
-    rng = engine.get_rng_state()
-    buffers = [(b, b._arr.copy()) for _, b in t.model.named_buffers()]
-    try:
+    with undisturbed(t.model):
         n = min(8, len(t.data.x_train))
         x = t._tensor(t.data.x_train[:n], t._input_dtype)
         y = t._tensor(t.y_train[:n])
         loss = t.loss_fn(t.model(x), y)
-        graph = capture_step_graph(loss, t.node_params)
-    finally:
-        engine.set_rng_state(rng)
-        for b, saved in buffers:
-            b._arr[...] = saved
-    return graph
+        return capture_step_graph(loss, t.node_params)
 
 
 def step_graph_for_document(doc: Document, batch: int = 8) -> Any:

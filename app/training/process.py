@@ -299,17 +299,10 @@ class ProcessSession:
         self._call("request_graph")
 
     def ask_insight(self, kind: str, args: dict[str, Any] | None = None) -> None:
-        self._call("ask_insight", kind, _picklable(args))
+        self._call("ask_insight", kind, args)
 
     def watch_insight(self, kind: str, args: dict[str, Any] | None = None) -> None:
-        self._call("watch_insight", kind, _picklable(args))
-
-
-def _picklable(args: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A question's arguments as they cross the pipe: arrays as plain NumPy arrays."""
-    if args is None:
-        return None
-    return {k: (np.ascontiguousarray(v) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+        self._call("watch_insight", kind, args)
 
 
 _COMMANDS = frozenset({"start", "pause", "resume", "stop", "step_once", "set_lr", "set_option",

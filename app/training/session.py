@@ -439,8 +439,14 @@ def load_training_modules() -> None:
     starts: PySide's import hook is not thread-safe, and a first import on another thread can crash a
     paint event. (The Trainer also reaches engine.optim / engine.amp as attributes, so they must be
     loaded.)"""
+    import importlib
+
     import engine.amp  # noqa: F401
     import engine.nn  # noqa: F401
     import engine.optim  # noqa: F401
     from app import step_graph  # noqa: F401
+    from app.insight import KINDS
     from app.training import checkpoint, doctor, lr_finder, probes, sanity, trainer  # noqa: F401
+
+    for module, _ in KINDS.values():  # the window's questions are answered on the training thread too
+        importlib.import_module(module)
