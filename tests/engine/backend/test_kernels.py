@@ -547,22 +547,12 @@ def test_batch_norm_backward_matches_numpy_and_torch(affine):
     np.testing.assert_allclose(gw, rgw, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(gb, rgb, rtol=1e-4, atol=1e-4)
     dx = np.empty_like(x)
-    launch(
-        "norm.cu",
-        "batch_norm_backward_elemt_f32",
-        dy,
-        x,
-        mean,
-        invstd,
-        weight if affine else None,
-        gw,
-        gb,
-        dx,
-        N,
-        C,
-        H * W,
-        1,
-    )
+
+    def backward_elemt(training: int) -> None:  # into dx; training=0: the statistics are constants
+        launch("norm.cu", "batch_norm_backward_elemt_f32", dy, x, mean, invstd, weight if affine else None,
+               gw, gb, dx, N, C, H * W, training)
+
+    backward_elemt(1)
     np.testing.assert_allclose(dx.reshape(N, C, -1), rdx, rtol=1e-4, atol=1e-5)
 
     tx = torch.from_numpy(x).requires_grad_()
@@ -573,22 +563,7 @@ def test_batch_norm_backward_matches_numpy_and_torch(affine):
     np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-4, atol=1e-4)
 
     # Eval mode: running statistics are constants, so dx = dy * weight * invstd.
-    launch(
-        "norm.cu",
-        "batch_norm_backward_elemt_f32",
-        dy,
-        x,
-        mean,
-        invstd,
-        weight if affine else None,
-        gw,
-        gb,
-        dx,
-        N,
-        C,
-        H * W,
-        0,
-    )
+    backward_elemt(0)
     np.testing.assert_allclose(dx, dy * (weight * invstd)[None, :, None, None], **F32_TOL)
 
 

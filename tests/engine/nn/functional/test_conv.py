@@ -36,22 +36,6 @@ def test_float32_conv2d_and_its_grads_match_torch(case):
         close(e.grad, t.grad, atol=1e-4, rtol=1e-4)
 
 
-POOL_CASES = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)]
-
-
-@pytest.mark.parametrize("kw", POOL_CASES)
-def test_max_pool2d_with_nan_windows_matches_torch(kw):
-    a = np.random.default_rng(0).standard_normal((5, 3, 8, 9))
-    a[1, 2, 0, 1] = a[3, 0, 4, 4] = np.nan
-    xe, xt = engine.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
-    ye, ie = F.max_pool2d(xe, return_indices=True, **kw)
-    yt, it = TF.max_pool2d(xt, return_indices=True, **kw)
-    close(ye, yt)
-    np.testing.assert_array_equal(ie.numpy(), it.numpy())
-    backward_both(ye, yt)
-    close(xe.grad, xt.grad)
-
-
 def test_lenet_training_step_gradients_match_torch():
     def lenet(nn):
         return nn.Sequential(nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),

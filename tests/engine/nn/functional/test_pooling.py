@@ -34,15 +34,29 @@ MAXPOOL_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kw", MAXPOOL_CASES)
-def test_max_pool2d_values_indices_and_grads_match_torch(kw):
-    xe, xt = random_pair(2, 3, 7, 8)
+def _max_pool2d_matches_torch(xe, xt, kw) -> None:
+    """Values, indices and input gradients of max_pool2d, engine against torch."""
     ye, ie = F.max_pool2d(xe, return_indices=True, **kw)
     yt, it = TF.max_pool2d(xt, return_indices=True, **kw)
     close(ye, yt)
     np.testing.assert_array_equal(ie.numpy(), it.numpy())
     backward_both(ye, yt)
     close(xe.grad, xt.grad)
+
+
+@pytest.mark.parametrize("kw", MAXPOOL_CASES)
+def test_max_pool2d_values_indices_and_grads_match_torch(kw):
+    _max_pool2d_matches_torch(*random_pair(2, 3, 7, 8), kw)
+
+
+NAN_POOL_CASES = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)]
+
+
+@pytest.mark.parametrize("kw", NAN_POOL_CASES)
+def test_max_pool2d_with_nan_windows_matches_torch(kw):
+    a = np.random.default_rng(0).standard_normal((5, 3, 8, 9))
+    a[1, 2, 0, 1] = a[3, 0, 4, 4] = np.nan
+    _max_pool2d_matches_torch(engine.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True), kw)
 
 
 def test_max_pool1d_matches_torch():
