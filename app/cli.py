@@ -234,7 +234,7 @@ def _load_start_weights(trainer: Any, arrays: dict[str, Any], source: str, quiet
     stderr; none matching is a user error."""
     from app.training.checkpoint import apply_weights, match_weights
 
-    match = match_weights(trainer.model.state_dict(), arrays, source)
+    match = match_weights(trainer.model.state_dict(), arrays, source, nodes=trainer.graph.nodes)
     if not match.loaded:
         raise UserError(f"no tensor of {source} fits the graph: " + "; ".join(match.problems[:3]))
     apply_weights(trainer.model, match)
@@ -254,7 +254,23 @@ def _held_elsewhere(run_dir: Path) -> Any:
     return lock
 
 
+def _inject_bug(name: str | None) -> str | None:
+    """--inject-bug: a name of app/training/bugs.py's table (a UserError naming the choices otherwise)."""
+    from app.training.bugs import BUG_NAMES
+
+    if name is not None and name not in BUG_NAMES:
+        raise UserError(f"--inject-bug must be one of {', '.join(BUG_NAMES)} (or list), got {name!r}")
+    return name
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.inject_bug == "list":  # the classic bugs, one a line: name, title, what it does
+        from app.training.bugs import BUGS
+
+        for b in BUGS.values():
+            print(f"{b.name:18} {b.title}: {b.what}")
+        return 0
+    bug = _inject_bug(args.inject_bug)
     if args.resume and Path(args.resume).is_dir():  # before anything else reads the run it trains
         lock = _held_elsewhere(Path(args.resume))
         if lock is not None:
@@ -262,6 +278,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     resumed = _resume_target(args)
     doc = resumed.doc if resumed is not None else load_graph(args.graph)
     start_weights = _read_start_weights(args.weights) if args.weights else None
+    if bug is not None:
+        doc.set_training("inject_bug", bug)
     from app.document import format_problem
     from app.training.preflight import preflight
 
@@ -304,6 +322,9 @@ def _train(args: argparse.Namespace, doc: Any, run_dir: Path, base_dir: Path, ch
         if start_weights is not None:
             _load_start_weights(trainer, start_weights, args.weights, args.quiet)
         trainer.callbacks.insert(0, _make_progress(trainer, sys.stderr, args.quiet))
+        from app.training.reproduce import ReproduceRecorder
+
+        trainer.callbacks.append(ReproduceRecorder(trainer, base_dir, lock))  # run.json: how to reproduce it
         # the run folder the window makes too (document.json, run.json with a name), so a CLI run under the
         # window's runs folder lists in Runs and reopens there
         save_document(trainer.doc, run_dir / "document.json")
@@ -329,6 +350,8 @@ def _train(args: argparse.Namespace, doc: Any, run_dir: Path, base_dir: Path, ch
         out = {"epochs": summary.epochs, "train_loss": summary.train_loss, "val_loss": summary.val_loss,
                "val_accuracy": summary.val_accuracy, "seconds": round(summary.seconds, 3),
                "status": summary.status, "run_dir": str(run_dir)}
+        if trainer.inject_bug:
+            out["inject_bug"] = trainer.inject_bug
         out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
         (run_dir / "summary.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
         note_run(run_dir, status=summary.status)
@@ -338,6 +361,19 @@ def _train(args: argparse.Namespace, doc: Any, run_dir: Path, base_dir: Path, ch
     finally:
         if lock is not None:
             lock.unlock()
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """Train RUN_DIR's recorded document again into a new run folder and compare the losses; exit 0 when
+    they match (bit for bit on the CPU, within tolerance on a GPU), 1 when they differ."""
+    from app.training.reproduce import reproduce
+
+    report = reproduce(args.run_dir, steps=args.steps)
+    sys.stdout.write("\n".join(report.lines()) + "\n")
+    if args.json:
+        sys.stdout.write(json.dumps(report.to_dict()) + "\n")
+    sys.stdout.flush()
+    return 0 if report.matched else 1
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -390,6 +426,25 @@ def cmd_gui(args: argparse.Namespace) -> int:
     return int(gui_main.main(args.rest) or 0)
 
 
+def cmd_launch(args: argparse.Namespace) -> int:
+    """Train on PyTorch's distributed engine (torchrun) into a run folder and follow it (`app/launch.py`)."""
+    from app.launch import LaunchError, run_launch
+
+    try:
+        out = run_launch(args)
+    except LaunchError as exc:
+        raise UserError(str(exc)) from None
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+    return 1 if out.get("status") == "failed" else 0
+
+
+def _bug_names() -> tuple[str, ...]:
+    from app.training.bugs import BUG_NAMES
+
+    return BUG_NAMES
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wiregrad",
                                      description="Wire neural networks, train them, watch them.")
@@ -412,7 +467,17 @@ def build_parser() -> argparse.ArgumentParser:
                        "matched to the graph's nodes by id, name and shape; prints what matched")
     train.add_argument("--blas-threads", type=int, help="cap BLAS threads while training")
     train.add_argument("--quiet", action="store_true", help="no progress output")
+    train.add_argument("--inject-bug", metavar="NAME", help="break the run on purpose with one of the "
+                       "classic bugs (list: what each does): " + ", ".join(_bug_names()))
     train.set_defaults(func=cmd_train)
+
+    rep = sub.add_parser("reproduce", help="train a run again from its recorded document and seed into a new "
+                         "run folder; report whether the losses match (bit for bit on the CPU)")
+    rep.add_argument("run_dir", metavar="RUN_DIR")
+    rep.add_argument("--steps", type=int, help="compare only the first N steps (default: every step the run "
+                     "recorded)")
+    rep.add_argument("--json", action="store_true", help="also print the report as one JSON line")
+    rep.set_defaults(func=cmd_reproduce)
 
     val = sub.add_parser("validate", help="check a graph document; exit 0 when valid, else 2")
     val.add_argument("graph", metavar="GRAPH.json")
@@ -438,6 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app.export.commands import add_parsers as add_export_parsers
 
     add_export_parsers(sub)  # export, import
+    from app.launch import add_parser as add_launch_parser
+
+    add_launch_parser(sub).set_defaults(func=cmd_launch)
 
     gui = sub.add_parser("gui", help="open the desktop app")
     gui.add_argument("rest", nargs=argparse.REMAINDER)

@@ -8,10 +8,11 @@ from typing import Any
 
 import engine
 from app.document import Document, DocumentError, format_problem, get_spec, infer_shapes, validate
+from app.document.blocks import SEP, expand
 from app.document.shapes import GraphInfo
 from engine import nn
 
-NO_MODULE = ("Input", "Output")
+NO_MODULE = ("Input", "Output", "BlockPort")
 _RECURRENT = ("RNN", "LSTM", "GRU")
 
 
@@ -128,6 +129,19 @@ def apply_init(module: Any, params: Mapping[str, Any]) -> None:
 
 
 # --- the model ----------------------------------------------------------------------------------
+class BlockModule(nn.Module):
+    """One block instance (or one copy of a repeated one): holds its layers, so their parameters are named
+    by path (`stage2.0.conv1.weight`) as PyTorch names those of nested modules. The CompiledModel runs the
+    layers; this only groups them."""
+
+    def __init__(self, block: str) -> None:
+        super().__init__()
+        self.block = block
+
+    def extra_repr(self) -> str:
+        return f"block={self.block}"
+
+
 class Capture(dict):
     """What `CompiledModel.capture` saw: node id -> that node's output, plus `attention`: node id -> the
     attention weights (N, heads, L, S) of each MultiheadAttention node."""
@@ -144,6 +158,9 @@ class CompiledModel(nn.Module):
 
     def __init__(self, doc: Document, info: GraphInfo) -> None:
         super().__init__()
+        doc = expand(doc)
+        self.instances: dict[str, str] = dict(getattr(doc, "instances", {}))  # block path -> definition
+        self._node_modules: dict[str, Any] = {}
         self.input_ids = [n.id for n in doc.nodes.values() if n.type == "Input"]
         self.output_ids = [n.id for n in doc.nodes.values() if n.type == "Output"]
         self.node_types = {nid: doc.nodes[nid].type for nid in info.order}
@@ -157,6 +174,10 @@ class CompiledModel(nn.Module):
         self.node_params: dict[str, dict[str, Any]] = {}
         self.out_shapes = {nid: info.nodes[nid].shape for nid in self.order}
         self._capture: dict[str, Any] | None = None
+        # one pass over the wires: doc.incoming per node is quadratic (seconds at 2,000 layers)
+        into: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for e in doc.edges:
+            into.setdefault((e.dst, e.dst_port), []).append((e.src, e.src_port))
         for nid in self.order:
             node = doc.nodes[nid]
             spec = get_spec(node.type)
@@ -164,7 +185,7 @@ class CompiledModel(nn.Module):
             params = node_info.params or {}
             self.node_params[nid] = params
             self.wiring[nid] = [
-                (port.name, [(e.src, e.src_port) for e in doc.incoming(nid, port.name)], port.variadic)
+                (port.name, into.get((nid, port.name), []), port.variadic)
                 for port in spec.inputs]
             if node.type in NO_MODULE:
                 continue
@@ -181,23 +202,35 @@ class CompiledModel(nn.Module):
             self._add_node_module(nid, module)
 
     def _add_node_module(self, nid: str, module: Any) -> None:
-        try:
-            self.add_module(nid, module)
-        except KeyError:
-            # an id like "train" shadows a Module method: keep it only in the registry, so the
-            # state-dict key still reads "train.weight"
-            self._modules[nid] = module
+        self._node_modules[nid] = module
+        *path, leaf = nid.split(SEP)
+        parent: Any = self
+        for k in range(len(path)):  # a layer inside blocks hangs under one BlockModule per instance
+            key = path[k]
+            child = parent._modules.get(key)
+            if child is None:
+                child = BlockModule(self.instances.get(SEP.join(path[:k + 1]), ""))
+                _register(parent, key, child)
+            parent = child
+        _register(parent, leaf, module)
 
     def node_module(self, nid: str) -> Any:
-        """The engine module of a node (None for Input/Output)."""
-        return self._modules.get(nid)
+        """The engine module of a node (None for Input/Output and a block's ports)."""
+        return self._node_modules.get(nid)
 
     def node_parameters(self) -> dict[str, list[tuple[str, Any]]]:
-        """Trainable parameters grouped by node id, in topological order."""
+        """Trainable parameters grouped by node id (a path inside blocks), in topological order; each
+        named as in the state dict (`fc1.weight`, `stage2.0.conv1.weight`)."""
         groups: dict[str, list[tuple[str, Any]]] = {}
-        for name, p in self.named_parameters():
-            groups.setdefault(name.split(".", 1)[0], []).append((name, p))
-        return {nid: groups[nid] for nid in self.order if nid in groups}
+        for nid in self.order:
+            module = self._node_modules.get(nid)
+            if module is None:
+                continue
+            prefix = nid.replace(SEP, ".")
+            got = [(f"{prefix}.{name}", p) for name, p in module.named_parameters()]
+            if got:
+                groups[nid] = got
+        return groups
 
     def capture(self, *inputs) -> Capture:
         """Run forward and return every node's output, keyed by node id (the Inputs included); its
@@ -241,7 +274,9 @@ class CompiledModel(nn.Module):
         return tuple(preds[o] for o in self.output_ids)
 
     def _run_node(self, nid: str, kind: str, args: list[Any]):
-        module = self._modules[nid]
+        if kind == "BlockPort":
+            return args[0]
+        module = self._node_modules[nid]
         if kind == "MultiheadAttention":  # self-attention: query = key = value
             x = args[0]
             if self._capture is None:  # training skips the weights: they cost memory and time
@@ -253,6 +288,15 @@ class CompiledModel(nn.Module):
         if kind in _RECURRENT:
             return _recurrent_output(nid, kind, out, self.node_params[nid])
         return out
+
+
+def _register(parent: Any, key: str, module: Any) -> None:
+    try:
+        parent.add_module(key, module)
+    except KeyError:
+        # an id like "train" shadows a Module method: keep it only in the registry, so the
+        # state-dict key still reads "train.weight"
+        parent._modules[key] = module
 
 
 def _recurrent_output(nid: str, kind: str, out: Any, params: Mapping[str, Any]):
@@ -277,8 +321,9 @@ def _ancestors(info: GraphInfo, nid: str) -> set[str]:
 class CompiledLoss:
     """The sum of every Output node's loss between its prediction and the target."""
 
-    def __init__(self, losses: list[tuple[str, Any]]) -> None:
+    def __init__(self, losses: list[tuple[str, Any]], softmax_first: bool = False) -> None:
         self.losses = losses  # (output node id, engine loss module)
+        self.softmax_first = softmax_first  # inject_bug double_softmax (app/training/bugs.py)
 
     @property
     def names(self) -> list[str]:
@@ -289,6 +334,8 @@ class CompiledLoss:
             preds = (preds,)
         total = None
         for (_nid, fn), pred in zip(self.losses, preds):
+            if self.softmax_first and type(fn).__name__ == "CrossEntropyLoss":
+                pred = nn.functional.softmax(pred, dim=1)  # inject_bug: CrossEntropyLoss log-softmaxes again
             value = fn(pred, target)
             total = value if total is None else total + value
         return total
@@ -296,6 +343,7 @@ class CompiledLoss:
 
 def build_loss(doc: Document, info: GraphInfo | None = None) -> CompiledLoss:
     """One loss module per Output node; `training.loss`, when set, overrides the node's choice."""
+    doc = expand(doc)
     override = doc.training.get("loss")
     losses = []
     for node in doc.nodes.values():
@@ -314,7 +362,7 @@ def build_loss(doc: Document, info: GraphInfo | None = None) -> CompiledLoss:
             raise CompileError(f"node {node.id}: the engine has no {name} yet")
         in_shapes = info.nodes[node.id].in_shapes if info is not None else {}
         losses.append((node.id, cls(**spec.engine_kwargs(resolved, in_shapes))))
-    return CompiledLoss(losses)
+    return CompiledLoss(losses, softmax_first=doc.training.get("inject_bug") == "double_softmax")
 
 
 def compile_document(doc: Document, input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
@@ -323,6 +371,7 @@ def compile_document(doc: Document, input_shape: Sequence[int] | Mapping[str, Se
     Input nodes that take theirs from the dataset). `info` is `infer_shapes(doc, input_shape)` when the
     caller has it already (the training check's), so shape inference runs once. Raises CompileError
     listing the problems."""
+    doc = expand(doc)
     if info is None:
         info = infer_shapes(doc, input_shape)
     problems = [p for p in validate(doc, input_shape, info=info) if p.severity == "error"]

@@ -84,6 +84,24 @@ def _edges(node) -> tuple:
     return edges if edges is not None else (getattr(node, "next_functions", None) or ())
 
 
+def graph_nodes(root: Any) -> list:
+    """Every node reachable from `root` (a grad_fn), once each, in the order whose index is a StepOp's key:
+    whoever walks the same graph (app/insight/autograd_trace.py) finds the same keys."""
+    seen: set[int] = set()
+    nodes: list = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        nodes.append(node)
+        for nxt in _edges(node):
+            if nxt is not None and nxt[0] is not None:
+                stack.append(nxt[0])
+    return nodes
+
+
 def capture_step_graph(loss: Any, named_params: dict[str, list[tuple[str, Any]]], *,
                        grads: bool = True) -> StepGraph:
     """Walk `loss.grad_fn` (before backward frees it) and record every op. `named_params` maps a
@@ -94,14 +112,10 @@ def capture_step_graph(loss: Any, named_params: dict[str, list[tuple[str, Any]]]
     root = loss.grad_fn
     if root is None:
         return graph
-    keys: dict[int, int] = {}
-    stack = [root]
+    nodes = graph_nodes(root)
+    keys = {id(node): key for key, node in enumerate(nodes)}
     leaves: list[tuple[int, Any]] = []
-    while stack:
-        node = stack.pop()
-        if id(node) in keys:
-            continue
-        key = keys[id(node)] = len(keys)
+    for key, node in enumerate(nodes):
         meta = getattr(node, "_input_meta", None) or []
         op = StepOp(key, node.name(), getattr(node, "scope", None),
                     [_shape_text(m[0], m[1]) if m is not None else "-" for m in meta])
@@ -113,24 +127,14 @@ def capture_step_graph(loss: Any, named_params: dict[str, list[tuple[str, Any]]]
             op.shape, op.dtype, op.strides = tuple(var.shape), str(var.dtype), tuple(var.stride())
             leaves.append((key, var))
         graph.ops[key] = op
-        for nxt in _edges(node):
-            if nxt is not None and nxt[0] is not None:
-                stack.append(nxt[0])
     # edges in a second pass, once every node has its key
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in nodes:
         meta = getattr(node, "_input_meta", None) or []
         for i, nxt in enumerate(_edges(node)):
             if nxt is None or nxt[0] is None:
                 continue
             m = meta[i] if i < len(meta) else None
             graph.edges.append((keys[id(nxt[0])], keys[id(node)], _shape_text(m[0]) if m else ""))
-            stack.append(nxt[0])
     graph.root = keys[id(root)]
     if grads and leaves:
         params = [v for _, v in leaves]

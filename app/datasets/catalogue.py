@@ -119,6 +119,13 @@ _ENTRIES = [
                             "At most seq_len / 4.", 2, 16),
                  OptionSpec("seq_len", "int", 32, "Time steps per sequence.", 8, 1024),
                  *_common("standard")), synthetic.sequence),
+    DatasetInfo("shapes", "Coloured shapes (3x32x32)", "synthetic", "classification",
+                "Colour images of one shape each (circle, square, triangle, cross) in a random colour, size "
+                "and place on a plain background; input (3, size, size). A small CIFAR-like set for CNNs.",
+                (_n_samples(1000),
+                 _noise(0.05, "Standard deviation of Gaussian noise added to each pixel.", 1.0),
+                 OptionSpec("size", "int", 32, "Height and width of the images.", 8, 64),
+                 *_common("standard")), synthetic.shapes),
     DatasetInfo("digits", "Handwritten digits (8x8)", "built-in", "classification",
                 "The real UCI 8x8 handwritten digits: 1,797 images, 10 classes, pixels 0-16. "
                 "Flat (64,) by default; layout=image gives (1, 8, 8).",

@@ -105,3 +105,30 @@ def sequence(opts: dict, rng: np.random.Generator) -> Samples:
                    tuple(f"{c + 1} cycle{'s' if c else ''}" for c in range(k)),
                    f"Sequence classification: which of {k} frequencies (1..{k} cycles per {t_len} steps) "
                    f"a noisy sine with random phase and amplitude has. Input (seq_len, 1).")
+
+
+SHAPE_NAMES = ("circle", "square", "triangle", "cross")
+
+
+def shapes(opts: dict, rng: np.random.Generator) -> Samples:
+    """Colour images (3, size, size) of one shape each on a plain background; the class is the shape.
+    A small stand-in for CIFAR-10 that is generated, so the ResNet example trains anywhere."""
+    n, size, noise = opts["n_samples"], opts["size"], opts["noise"]
+    counts = _class_counts(n, len(SHAPE_NAMES))
+    y = _labels(counts)
+    r = (rng.uniform(0.18, 0.3, n) * size)[:, None, None]
+    cx = (rng.uniform(0.35, 0.65, n) * size)[:, None, None]
+    cy = (rng.uniform(0.35, 0.65, n) * size)[:, None, None]
+    fg, bg = rng.uniform(0.45, 1.0, (n, 3)), rng.uniform(0.0, 0.4, (n, 3))
+    grid = np.arange(size) + 0.5
+    dx, dy = grid[None, None, :] - cx, grid[None, :, None] - cy
+    ax, ay = np.abs(dx), np.abs(dy)
+    masks = (dx ** 2 + dy ** 2 <= r ** 2,
+             np.maximum(ax, ay) <= 0.8 * r,
+             (dy >= -r) & (dy <= 0.8 * r) & (ax <= 0.6 * (dy + r)),
+             ((ax <= 0.25 * r) & (ay <= r)) | ((ay <= 0.25 * r) & (ax <= r)))
+    mask = np.select([(y == c)[:, None, None] for c in range(len(masks))], masks)
+    x = bg[:, :, None, None] + (fg - bg)[:, :, None, None] * mask[:, None]
+    x = x + noise * rng.standard_normal(x.shape)
+    return Samples(x.astype(np.float32), y, "classification", "image", SHAPE_NAMES,
+                   f"{n} colour images (3, {size}, {size}), one shape each: {', '.join(SHAPE_NAMES)}.")

@@ -17,7 +17,7 @@ OutShapes = dict[str, Shape]
 
 CATEGORIES: tuple[str, ...] = (
     "Input/Output", "Dense", "Convolution", "Pooling", "Normalization", "Recurrent", "Attention",
-    "Activation", "Reshape", "Merge", "Regularization", "Loss", "Imported",
+    "Activation", "Reshape", "Merge", "Regularization", "Loss", "Blocks", "Imported",
 )
 PARAM_KINDS = ("int", "float", "bool", "choice", "str", "int-tuple", "float-tuple", "dict")
 MAX_DIM = 2**31 - 1  # per-axis size limit; keeps products of shapes sane
@@ -1424,6 +1424,57 @@ _register(NodeSpec(
     params=(ParamSpec("module", "str", "", ctor=False, help="The imported module's class or function"),),
     shape_fn=_unknown_shape, icon="error", key_params=("module",), id_prefix="unknown",
 ))
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocks (app/document/blocks.py): a block's definition holds BlockInput/BlockOutput nodes, its
+# ports; an instance on the canvas is a Block node, whose ports and parameters come from the
+# definition (`Document.node_spec`). Expanded for training, each port becomes a BlockPort.
+# ---------------------------------------------------------------------------------------------
+def _outside_block(what: str):
+    def rule(p, s):
+        raise ShapeError(f"a {what} belongs inside a block's definition (it is one of the block's ports)",
+                         None)
+    return rule
+
+
+_register(NodeSpec(
+    type="BlockInput", category="Blocks",
+    description="An input port of the block being edited: what enters the block through it",
+    inputs=(), outputs=_OUT, params=(), shape_fn=_outside_block("Block Input"), icon="input",
+    id_prefix="in",
+))
+_register(NodeSpec(
+    type="BlockOutput", category="Blocks",
+    description="An output port of the block being edited: what leaves the block through it",
+    inputs=_IN, outputs=(), params=(), shape_fn=_outside_block("Block Output"), icon="output",
+    id_prefix="out",
+))
+_register(NodeSpec(
+    type="BlockPort", category="Blocks",
+    description="A block's port in the expanded graph: passes its input on unchanged",
+    inputs=_IN, outputs=_OUT, params=(), shape_fn=lambda p, s: {"out": _in(s)}, icon="layer",
+    id_prefix="port",
+))
+
+
+def _block_outside_document(p, s):
+    raise ShapeError(f"block {p['block']!r} is read with the document that defines it", None)
+
+
+_register(NodeSpec(
+    type="Block", category="Blocks",
+    description="A block: a group of layers defined once and used here (double-click to open it)",
+    inputs=(), outputs=(),
+    params=(
+        ParamSpec("block", "str", "", ctor=False, help="The definition this instance uses"),
+        ParamSpec("repeat", "int", 1, min=1, max=1000, ctor=False,
+                  help="How many copies run in series, each with its own weights"),
+    ),
+    shape_fn=_block_outside_document, icon="layer", key_params=("block", "repeat"), id_prefix="block",
+))
+INTERNAL_TYPES = frozenset({"BlockPort"})
+"""Types the expanded graph uses and no one places by hand."""
 
 
 # ---------------------------------------------------------------------------------------------

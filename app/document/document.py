@@ -13,10 +13,13 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from app.training.bugs import BUG_NAMES  # a plain table: imports nothing of the app
 
 from .catalogue import (
     LOSSES,
+    NodeSpec,
     ParamSpec,
     check_json_value,
     find_spec,
@@ -25,8 +28,11 @@ from .catalogue import (
 )
 from .errors import DocumentError, ParamError
 
+if TYPE_CHECKING:
+    from .blocks import BlockDef
+
 FORMAT = "wiregrad.graph"
-VERSION = 1
+VERSION = 2
 MAX_NODES = 10_000
 MAX_EDGES = 50_000
 MAX_TEXT_CHARS = 32 * 1024 * 1024
@@ -96,6 +102,8 @@ EDGE_REMOVED = "edge_removed"
 TRAINING_CHANGED = "training_changed"  # key = dotted path
 VIEW_CHANGED = "view_changed"
 PASTED = "pasted"  # node_ids = the new nodes
+GRAPH_REPLACED = "graph_replaced"  # nodes and wires replaced at once (group, ungroup); node_ids: the new ones
+BLOCKS_CHANGED = "blocks_changed"  # a definition was added, removed, renamed or edited; key = its name
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,7 @@ class RemovedNode:
     node: Node
     index: int
     edges: list[tuple[int, Edge]]
+    block: Any = None  # inside a definition: what its removal took elsewhere (blocks.Detached)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +190,8 @@ TRAINING_FIELDS: dict[str, ParamSpec] = {p.name: p for p in (
               help="Stop after this many epochs without validation improvement (empty: never)"),
     ParamSpec("checkpoint_every", "int", None, nullable=True, min=1, max=1_000_000,
               help="Save a checkpoint every this many epochs (empty: only at the end)"),
+    ParamSpec("inject_bug", "choice", None, nullable=True, choices=BUG_NAMES,
+              help="Break the run on purpose with one classic bug (empty: a correct run)"),
 )}
 _TRAINING_GROUPS = {"optimizer", "lr_schedule"}
 
@@ -238,6 +249,9 @@ class Document:
         self.training: dict[str, Any] = default_training()
         self.view: dict[str, Any] = default_view()
         self.meta: dict[str, Any] = {}
+        self.blocks: dict[str, BlockDef] = {}  # definitions (app/document/blocks.py); only a root has them
+        self._root: Document | None = None  # the document holding this one, when this is a definition's graph
+        self._block: str | None = None  # that definition's name
         self._subscribers: list[Callable[[DocumentEvent], None]] = []
 
     # --- observers ---------------------------------------------------------------------------
@@ -256,6 +270,26 @@ class Document:
         event = DocumentEvent(kind, tuple(node_ids), edge, key)
         for callback in list(self._subscribers):
             callback(event)
+        if self._root is not None and kind != NODE_MOVED:  # a definition changed: every instance of it did
+            self._root._emit(BLOCKS_CHANGED, key=self._block)  # (a layer moved inside it changes no model)
+
+    def _emit_blocks_changed(self, name: str | None = None) -> None:
+        self.root._emit(BLOCKS_CHANGED, key=name)
+
+    @property
+    def root(self) -> Document:
+        """The document that holds the block definitions: itself, or the one whose definition this is."""
+        return self._root if self._root is not None else self
+
+    def node_spec(self, node_id: str) -> NodeSpec:
+        """The spec of one node: its catalogue entry, or for a Block instance its definition's ports and
+        parameters. Raises DocumentError for an unknown node or type."""
+        node = self.node(node_id)
+        if node.type == "Block":
+            from .blocks import instance_spec
+
+            return instance_spec(self.root, node.params)
+        return get_spec(node.type)
 
     # --- queries -----------------------------------------------------------------------------
     def node(self, node_id: str) -> Node:
@@ -281,7 +315,7 @@ class Document:
     def resolved_params(self, node_id: str) -> dict[str, Any]:
         """The node's params with catalogue defaults filled in (raises ParamError if invalid)."""
         node = self.node(node_id)
-        return get_spec(node.type).resolve_params(node.params)
+        return self.node_spec(node_id).resolve_params(node.params)
 
     # --- node edits --------------------------------------------------------------------------
     def add_node(self, type: str, params: Mapping[str, Any] | None = None,
@@ -292,15 +326,29 @@ class Document:
         if len(self.nodes) >= MAX_NODES:
             raise DocumentError(f"a graph can have at most {MAX_NODES} nodes")
         if node_id is None:
-            node_id = self.fresh_id(spec.id_prefix)
+            name_ = (params or {}).get("block") if type == "Block" else None
+            node_id = self.fresh_id(name_ if isinstance(name_, str) and ID_PATTERN.match(name_ + "1")
+                                    else spec.id_prefix)
         else:
             self._check_new_id(node_id)
-        checked = {}
-        for key, value in (params or {}).items():
-            try:
-                checked[key] = spec.check_param(key, value)
-            except ParamError as exc:
-                raise DocumentError(f"node {node_id}: {exc}") from None
+        if type in ("BlockInput", "BlockOutput") and self._root is None:
+            raise DocumentError(f"a {type} belongs inside a block's definition (open the block first)")
+        if type == "BlockPort":
+            raise DocumentError("a BlockPort is made by expanding blocks, not placed by hand")
+        if type == "Block":
+            from .blocks import check_instance_params, contains
+
+            checked = check_instance_params(self.root, node_id, dict(params or {}))
+            if self._block is not None and contains(self.root.blocks, checked["block"], self._block):
+                raise DocumentError(f"block {checked['block']} can't go inside block {self._block}: "
+                                    "a block would contain itself")
+        else:
+            checked = {}
+            for key, value in (params or {}).items():
+                try:
+                    checked[key] = spec.check_param(key, value)
+                except ParamError as exc:
+                    raise DocumentError(f"node {node_id}: {exc}") from None
         node = Node(node_id, type, checked, _check_pos(pos, f"node {node_id}"), _check_name(name, node_id))
         self.nodes[node_id] = node
         self._emit(NODE_ADDED, (node_id,))
@@ -311,10 +359,15 @@ class Document:
         node = self.node(node_id)
         index = list(self.nodes).index(node_id)
         removed_edges = [(i, e) for i, e in enumerate(self.edges) if node_id in (e.src, e.dst)]
+        detached = None
+        if self._root is not None:  # a port's wires on every instance, exposed params naming the node
+            from .blocks import detach
+
+            detached = detach(self, node_id)
         self.edges = [e for e in self.edges if node_id not in (e.src, e.dst)]
         del self.nodes[node_id]
         self._emit(NODE_REMOVED, (node_id,))
-        return RemovedNode(node, index, removed_edges)
+        return RemovedNode(node, index, removed_edges, detached)
 
     def restore_node(self, removed: RemovedNode) -> None:
         """Undo `remove_node`: the node returns at its old place in the list, with its wires."""
@@ -325,6 +378,10 @@ class Document:
         self.nodes = dict(items)
         for index, edge in sorted(removed.edges, key=lambda ie: ie[0]):
             self.edges.insert(min(index, len(self.edges)), edge)
+        if removed.block is not None:
+            from .blocks import reattach
+
+            reattach(self, removed.block)
         self._emit(NODE_ADDED, (node.id,))
 
     def move_node(self, node_id: str, pos: Sequence[float]) -> list[float]:
@@ -344,6 +401,10 @@ class Document:
         self.nodes = {(new if k == old else k): v for k, v in self.nodes.items()}
         self.edges = [Edge(new if e.src == old else e.src, e.src_port,
                            new if e.dst == old else e.dst, e.dst_port) for e in self.edges]
+        if self._root is not None:  # exposed params name it; a port's name is its id
+            from .blocks import renamed_inside
+
+            renamed_inside(self, old, new)
         self._emit(NODE_RENAMED, (old, new))
 
     def set_node_name(self, node_id: str, name: str | None) -> str | None:
@@ -361,7 +422,7 @@ class Document:
         allowed here and reported by validation, so the user can edit in any order.
         """
         node = self.node(node_id)
-        spec = get_spec(node.type)
+        spec = self.node_spec(node_id)
         old = node.params.get(name, UNSET)
         if value is UNSET:
             if spec.param(name) is None:
@@ -386,7 +447,8 @@ class Document:
         edge = Edge(src, src_port, dst, dst_port)
         if src == dst:
             raise DocumentError(f"can't connect {src} to itself")
-        src_spec, dst_spec = find_spec(src_node.type), find_spec(dst_node.type)
+        src_spec = self.node_spec(src) if src_node.type == "Block" else find_spec(src_node.type)
+        dst_spec = self.node_spec(dst) if dst_node.type == "Block" else find_spec(dst_node.type)
         if src_spec is None or dst_spec is None:
             bad = src_node if src_spec is None else dst_node
             raise DocumentError(f"node {bad.id}: {unknown_type_message(bad.type)}")
@@ -481,6 +543,8 @@ class Document:
             "training": _copy.deepcopy(self.training),
             "view": _copy.deepcopy(self.view),
         }
+        if self.blocks:
+            d["blocks"] = {name: b.to_dict() for name, b in self.blocks.items()}
         if self.meta:
             d["meta"] = _copy.deepcopy(self.meta)
         return d
@@ -503,6 +567,10 @@ class Document:
         other.training = _copy.deepcopy(self.training)
         other.view = _copy.deepcopy(self.view)
         other.meta = _copy.deepcopy(self.meta)
+        if self.blocks:
+            from .blocks import copy_def
+
+            other.blocks = {name: copy_def(other, b, name) for name, b in self.blocks.items()}
         return other
 
     def __eq__(self, other: object) -> bool:
@@ -520,17 +588,29 @@ class Document:
         """The chosen nodes and the wires among them, as a (partial) document dict for the clipboard."""
         chosen = [self.node(i).id for i in ids]
         keep = set(chosen)
-        return {
+        d: dict[str, Any] = {
             "format": FORMAT, "version": VERSION,
             "nodes": [self.nodes[i].to_dict() for i in self.nodes if i in keep],
             "edges": [e.to_dict() for e in self.edges if e.src in keep and e.dst in keep],
         }
+        needed = _blocks_needed(self.root, [self.nodes[i] for i in chosen])
+        if needed:  # the definitions the copied instances use travel with them
+            d["blocks"] = {name: self.root.blocks[name].to_dict() for name in needed}
+        return d
 
     def paste_dict(self, data: Any, offset: Sequence[float] = (40.0, 40.0)) -> dict[str, str]:
         """Add the nodes and wires of a clipboard dict, moved by `offset`; ids that are taken get
         fresh ones. Returns {old id: new id}. One PASTED event; nothing changes on error."""
         pasted = _parse_document(migrate(data), strict=True)
         dx, dy = _check_pos(offset, "paste offset")
+        if pasted.blocks:
+            if self._block is not None:
+                from .blocks import contains
+
+                inside = [n.params.get("block") for n in pasted.nodes.values() if n.type == "Block"]
+                if any(name == self._block or contains(pasted.blocks, name, self._block) for name in inside):
+                    raise DocumentError(f"block {self._block} can't hold itself: the pasted nodes use it")
+            self._merge_blocks(pasted)
         if len(self.nodes) + len(pasted.nodes) > MAX_NODES:
             raise DocumentError(f"a graph can have at most {MAX_NODES} nodes")
         if len(self.edges) + len(pasted.edges) > MAX_EDGES:
@@ -556,11 +636,75 @@ class Document:
         self._emit(PASTED, tuple(mapping.values()))
         return mapping
 
+    def _merge_blocks(self, pasted: Document) -> dict[str, str]:
+        """Bring the pasted definitions in: one the same as ours is shared; one that differs under a
+        taken name gets a fresh name, and the pasted instances follow. Returns {pasted name: new name}
+        of the renamed ones."""
+        from .blocks import copy_def, fresh_block_name, uses
+
+        root = self.root
+        renamed: dict[str, str] = {}
+
+        def follow_renames(g: Document) -> None:
+            for node in g.nodes.values():
+                if node.type == "Block" and node.params.get("block") in renamed:
+                    node.params["block"] = renamed[node.params["block"]]
+
+        # the used before their users, so a definition is compared with ours after its uses are renamed
+        order: list[str] = []
+
+        def visit(name: str) -> None:  # definitions never use themselves (check_blocks)
+            if name in order or name not in pasted.blocks:
+                return
+            for used in uses(pasted.blocks[name]):
+                visit(used)
+            order.append(name)
+
+        for name in pasted.blocks:
+            visit(name)
+        taken = set(root.blocks)
+        for name in order:
+            d = pasted.blocks[name]
+            follow_renames(d.graph)
+            mine = root.blocks.get(name)
+            if mine is not None and mine.to_dict() == d.to_dict():
+                continue
+            if mine is not None:
+                new = fresh_block_name(root, name)
+                while new in taken:
+                    new = fresh_block_name(root, f"{new}_")
+                renamed[name] = new
+                taken.add(new)
+        follow_renames(pasted)
+        added = False
+        for name, d in pasted.blocks.items():
+            new = renamed.get(name, name)
+            if new not in root.blocks:
+                root.blocks[new] = copy_def(root, d, new)
+                added = True
+        if added:
+            self._emit_blocks_changed()
+        return renamed
+
     # --- helpers -----------------------------------------------------------------------------
     def _check_new_id(self, node_id: Any) -> None:
         _check_id(node_id)
         if node_id in self.nodes:
             raise DocumentError(f"there is already a node {node_id}")
+
+
+def _blocks_needed(root: Document, nodes: Iterable[Node]) -> list[str]:
+    """The definitions some nodes' instances use, and those the definitions use, in document order."""
+    from .blocks import uses
+
+    stack = [n.params.get("block") for n in nodes if n.type == "Block"]
+    found: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if isinstance(name, str) and name in root.blocks and name not in found:
+            found.add(name)
+            stack.extend(uses(root.blocks[name]))
+    return [name for name in root.blocks if name in found]
 
 
 def _port_list(names: Iterable[str], what: str) -> str:
@@ -619,7 +763,7 @@ def _short(value: Any) -> str:
 # ---------------------------------------------------------------------------------------------
 # parsing (dict -> Document), shared by loading, validation and paste
 # ---------------------------------------------------------------------------------------------
-_TOP_KEYS = {"format", "version", "nodes", "edges", "training", "view", "meta"}
+_TOP_KEYS = {"format", "version", "nodes", "edges", "training", "view", "meta", "blocks"}
 _NODE_KEYS = {"id", "type", "params", "pos", "name"}
 
 
@@ -630,6 +774,51 @@ def _parse_document(data: Any, *, strict: bool) -> Document:
     unknown = sorted(str(k) for k in data if k not in _TOP_KEYS)
     if unknown:
         raise DocumentError(f"unknown top-level field '{unknown[0]}' (known: {', '.join(sorted(_TOP_KEYS))})")
+    doc = _parse_graph(data, "", strict=strict)
+    if "blocks" in data:
+        from .blocks import check_blocks, check_instance_params, parse_blocks
+
+        doc.blocks = parse_blocks(doc, data["blocks"],
+                                  lambda raw, where: _parse_graph(raw, f"{where}: ", strict=True, inner=True))
+        check_blocks(doc)
+        if strict:
+            for node in doc.nodes.values():
+                if node.type == "Block":
+                    node.params = check_instance_params(doc, node.id, node.params)
+            for g in [doc, *(b.graph for b in doc.blocks.values())]:
+                where = "" if g is doc else f"block {g._block}: "
+                for i, edge in enumerate(g.edges):
+                    if "Block" in (g.nodes[edge.src].type, g.nodes[edge.dst].type):
+                        _wrap_document_error(lambda g=g, edge=edge, i=i: _check_edge_ports(g, edge, i), where)
+    elif strict:
+        for node in doc.nodes.values():
+            if node.type == "Block":
+                raise DocumentError(f"node {node.id}: uses block {node.params.get('block')!r}, which this "
+                                    "document does not define (it has no 'blocks')")
+    if "training" in data:
+        doc.training = _parse_training(data["training"])
+    if "view" in data:
+        doc.view = _parse_view(data["view"])
+    if "meta" in data:
+        meta = data["meta"]
+        if not isinstance(meta, dict):
+            raise DocumentError(f"'meta' must be an object, got {_json_type(meta)}")
+        _wrap(lambda: check_json_value(meta, "meta"), "")
+        doc.meta = _copy.deepcopy(meta)
+    return doc
+
+
+def _parse_graph(data: Mapping[str, Any], where: str, *, strict: bool, inner: bool = False) -> Document:
+    """The nodes and wires of a document or of one block definition (`inner`; errors start with `where`)."""
+    if not where:
+        return _parse_graph_body(data, strict=strict, inner=inner)
+    try:
+        return _parse_graph_body(data, strict=strict, inner=inner)
+    except DocumentError as exc:
+        raise DocumentError(f"{where}{exc}") from None
+
+
+def _parse_graph_body(data: Mapping[str, Any], *, strict: bool, inner: bool) -> Document:
     doc = Document()
     raw_nodes = data.get("nodes", [])
     if not isinstance(raw_nodes, list):
@@ -656,24 +845,29 @@ def _parse_document(data: Any, *, strict: bool) -> Document:
             if strict:
                 raise DocumentError(f"edge {i + 1} ({edge}): there is no node {dangling[0]}")
             continue
-        if strict:
-            _check_edge_ports(doc, edge, i)
+        if strict and "Block" not in (doc.nodes[edge.src].type, doc.nodes[edge.dst].type):
+            _check_edge_ports(doc, edge, i)  # a block's ports are known once every definition is
             if edge in seen_edges:  # the editor refuses a wire twice (connect); so does loading
                 raise DocumentError(f"edge {i + 1} ({edge}) is the same wire as edge {seen_edges[edge] + 1}; "
                                     "a wire can connect two ports only once")
             seen_edges[edge] = i
         doc.edges.append(edge)
-    if "training" in data:
-        doc.training = _parse_training(data["training"])
-    if "view" in data:
-        doc.view = _parse_view(data["view"])
-    if "meta" in data:
-        meta = data["meta"]
-        if not isinstance(meta, dict):
-            raise DocumentError(f"'meta' must be an object, got {_json_type(meta)}")
-        _wrap(lambda: check_json_value(meta, "meta"), "")
-        doc.meta = _copy.deepcopy(meta)
+    for node in doc.nodes.values():
+        if node.type in ("BlockInput", "BlockOutput") and not inner:
+            if strict:
+                raise DocumentError(f"node {node.id}: a {node.type} belongs inside a block's definition")
+        if node.type == "BlockPort" and strict:
+            raise DocumentError(f"node {node.id}: a BlockPort is made by expanding blocks, not stored")
     return doc
+
+
+def _wrap_document_error(fn: Callable[[], Any], prefix: str) -> Any:
+    try:
+        return fn()
+    except DocumentError as exc:
+        if not prefix:
+            raise
+        raise DocumentError(f"{prefix}{exc}") from None
 
 
 def _wrap(fn: Callable[[], Any], prefix: str) -> Any:
@@ -727,7 +921,7 @@ def _parse_node(raw: Any, index: int, *, strict: bool) -> Node:
     for key, value in params.items():
         if not isinstance(key, str):
             raise DocumentError(f"{where}: parameter names must be texts")
-        if strict and spec is not None:
+        if strict and spec is not None and type_ != "Block":  # a Block's are checked with its definition
             checked[key] = _wrap(lambda k=key, v=value: spec.check_param(k, v), f"{where}: ")
         else:
             _wrap(lambda k=key, v=value: check_json_value(v, k), f"{where}: ")
@@ -752,8 +946,8 @@ def _parse_edge(raw: Any, index: int) -> Edge:
 
 def _check_edge_ports(doc: Document, edge: Edge, index: int) -> None:
     where = f"edge {index + 1} ({edge})"
-    src_spec = get_spec(doc.nodes[edge.src].type)
-    dst_spec = get_spec(doc.nodes[edge.dst].type)
+    src_spec = doc.node_spec(edge.src)
+    dst_spec = doc.node_spec(edge.dst)
     if edge.src_port not in src_spec.outputs:
         raise DocumentError(f"{where}: node {edge.src} ({src_spec.type}) has no output port '{edge.src_port}'"
                             f"{_port_list(src_spec.outputs, 'outputs')}")
@@ -860,7 +1054,13 @@ def _migrate_0_to_1(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1}
+def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 adds block definitions (`blocks`, optional) and Block nodes; a version-1 graph is a
+    version-2 graph without them."""
+    return {**data, "version": 2}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1, 1: _migrate_1_to_2}
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -891,6 +1091,17 @@ def _check_unicode(data: Any) -> None:
                                     f"\\u{ord(m.group()):04x}, which UTF-8 can't store)")
 
 
+def check_version(data: Mapping[str, Any]) -> int:
+    """The format version of a document or block file: a whole number no newer than this Wiregrad reads."""
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise DocumentError(f"'version' must be a whole number, got {_short(version)}")
+    if version > VERSION:
+        raise DocumentError(f"this file was saved by a newer Wiregrad (format version {version}); "
+                            f"this one reads versions up to {VERSION}")
+    return version
+
+
 def migrate(data: Any) -> Any:
     """Upgrade a parsed document of an older version to the current one (the input is not changed).
     Refuses documents that are not Wiregrad graphs or come from a newer Wiregrad."""
@@ -898,12 +1109,7 @@ def migrate(data: Any) -> Any:
         raise DocumentError(f"a graph document is a JSON object, got {_json_type(data)}")
     _check_unicode(data)
     _check_format(data)
-    version = data.get("version")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise DocumentError(f"'version' must be a whole number, got {_short(version)}")
-    if version > VERSION:
-        raise DocumentError(f"this file was saved by a newer Wiregrad (format version {version}); "
-                            f"this one reads versions up to {VERSION}")
+    version = check_version(data)
     while version < VERSION:
         step = MIGRATIONS.get(version)
         if step is None:
@@ -931,6 +1137,16 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def loads_document(text: str | bytes) -> Document:
     """Parse, migrate and check a document from JSON text. Raises DocumentError only."""
+    data = parse_json_text(text)
+    try:
+        return _parse_document(migrate(data), strict=True)
+    except RecursionError:
+        raise DocumentError("not valid: the document is nested too deeply") from None
+
+
+def parse_json_text(text: str | bytes) -> Any:
+    """JSON text (or UTF-8 bytes) as Python values, refusing what a document file must not hold (NaN,
+    duplicate keys, more than MAX_TEXT_CHARS); shared by documents and block files. DocumentError only."""
     if isinstance(text, bytes | bytearray):
         try:
             text = bytes(text).decode("utf-8-sig")
@@ -950,10 +1166,7 @@ def loads_document(text: str | bytes) -> Document:
         raise
     except ValueError as exc:  # e.g. an integer with more digits than Python converts
         raise DocumentError(f"not valid JSON: {exc}") from None
-    try:
-        return _parse_document(migrate(data), strict=True)
-    except RecursionError:
-        raise DocumentError("not valid: the document is nested too deeply") from None
+    return data
 
 
 def load_document(path: str | os.PathLike[str]) -> Document:
@@ -981,12 +1194,33 @@ def dumps_document(doc: Document) -> str:
     for key in ("nodes", "edges"):
         items = [f"    {one(item)}" for item in d[key]]
         lines.append(f'  "{key}": [' + ("\n" + ",\n".join(items) + "\n  ]," if items else "],"))
+    if "blocks" in d:
+        lines.append(dumps_blocks(d["blocks"]) + ",")
     rest = [k for k in ("training", "view", "meta") if k in d]
     for i, key in enumerate(rest):
         body = json.dumps(d[key], allow_nan=False, ensure_ascii=False, indent=2).replace("\n", "\n  ")
         lines.append(f'  "{key}": {body}' + ("," if i < len(rest) - 1 else ""))
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def dumps_blocks(blocks: Mapping[str, Any]) -> str:
+    """The `"blocks": {...}` member of a file (no trailing comma): one object per definition, its nodes
+    and wires a line each (documents and block files)."""
+    def one(value: Any) -> str:
+        return json.dumps(value, allow_nan=False, ensure_ascii=False)
+
+    parts = []
+    for name, body in blocks.items():
+        inner = []
+        for key, value in body.items():
+            if key in ("nodes", "edges"):
+                items = [f"        {one(item)}" for item in value]
+                inner.append(f'      "{key}": [' + ("\n" + ",\n".join(items) + "\n      ]" if items else "]"))
+            else:
+                inner.append(f'      "{key}": {one(value)}')
+        parts.append(f"    {one(name)}: {{\n" + ",\n".join(inner) + "\n    }")
+    return '  "blocks": {\n' + ",\n".join(parts) + "\n  }"
 
 
 def save_document(doc: Document, path: str | os.PathLike[str]) -> None:

@@ -75,20 +75,60 @@ def _training_schema() -> dict[str, Any]:
 
 
 def build_schema() -> dict[str, Any]:
-    """The schema of a version-1 document, with one parameter schema per node type."""
+    """The schema of a current-version document, with one parameter schema per node type."""
     specs = catalogue()
     defs: dict[str, Any] = {}
     per_type = []
     for name, spec in specs.items():
         defs[f"params_{name}"] = {
             "type": "object", "description": f"{name}: {spec.description}",
-            "properties": {p.name: param_schema(p) for p in spec.params}, "additionalProperties": False,
+            "properties": {p.name: param_schema(p) for p in spec.params},
+            # a Block instance also takes the parameters its definition exposes
+            "additionalProperties": name == "Block",
         }
         per_type.append({"if": {"properties": {"type": {"const": name}}},
                          "then": {"properties": {"params": {"$ref": f"#/$defs/params_{name}"}}}})
     endpoint = {"type": "array", "prefixItems": [{"type": "string", "description": "node id"},
                                                  {"type": "string", "description": "port name"}],
                 "items": False, "minItems": 2}
+    node_schema = {
+        "type": "object", "required": ["id", "type"], "additionalProperties": False,
+        "properties": {
+            "id": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$",
+                   "description": "Unique; usable as a Python attribute name"},
+            "type": {"enum": list(specs), "description": "A node type of the layer catalogue"},
+            "params": {"type": "object",
+                       "description": "Only the parameters that differ from the defaults"},
+            "pos": _position("Canvas position [x, y]"),
+            "name": {"type": "string", "maxLength": 200, "description": "Display name"},
+        },
+        "allOf": per_type,
+    }
+    edges_schema = {
+        "type": "array", "maxItems": MAX_EDGES,
+        "description": "Wires, in order: a variadic input (Concat) takes them in this order",
+        "items": {"type": "object", "required": ["from", "to"], "additionalProperties": False,
+                  "properties": {"from": endpoint, "to": endpoint}},
+    }
+    block_schema = {
+        "type": "object", "additionalProperties": False,
+        "description": "One block definition: its layers, with BlockInput/BlockOutput nodes as its ports",
+        "properties": {
+            "nodes": {"type": "array", "maxItems": MAX_NODES, "items": {"$ref": "#/$defs/node"}},
+            "edges": {"$ref": "#/$defs/edges"},
+            "params": {"type": "object", "description": "Parameters each instance may set",
+                       "additionalProperties": {
+                           "type": "object", "required": ["targets"], "additionalProperties": False,
+                           "properties": {
+                               "targets": {"type": "array", "minItems": 1, "items": endpoint,
+                                           "description": "[inner node id, its parameter] pairs it sets"},
+                               "default": {}, "help": {"type": "string", "maxLength": 1000}}}},
+            "color": {"type": "string", "pattern": "^#[0-9a-fA-F]{6}$"},
+            "description": {"type": "string", "maxLength": 2000},
+        },
+    }
+    defs["node"] = node_schema
+    defs["edges"] = edges_schema
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://wiregrad.invalid/schemas/wiregrad.graph.schema.json",
@@ -101,28 +141,11 @@ def build_schema() -> dict[str, Any]:
         "properties": {
             "format": {"const": FORMAT},
             "version": {"const": VERSION},
-            "nodes": {
-                "type": "array", "maxItems": MAX_NODES,
-                "items": {
-                    "type": "object", "required": ["id", "type"], "additionalProperties": False,
-                    "properties": {
-                        "id": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$",
-                               "description": "Unique; usable as a Python attribute name"},
-                        "type": {"enum": list(specs), "description": "A node type of the layer catalogue"},
-                        "params": {"type": "object",
-                                   "description": "Only the parameters that differ from the defaults"},
-                        "pos": _position("Canvas position [x, y]"),
-                        "name": {"type": "string", "maxLength": 200, "description": "Display name"},
-                    },
-                    "allOf": per_type,
-                },
-            },
-            "edges": {
-                "type": "array", "maxItems": MAX_EDGES,
-                "description": "Wires, in order: a variadic input (Concat) takes them in this order",
-                "items": {"type": "object", "required": ["from", "to"], "additionalProperties": False,
-                          "properties": {"from": endpoint, "to": endpoint}},
-            },
+            "nodes": {"type": "array", "maxItems": MAX_NODES, "items": {"$ref": "#/$defs/node"}},
+            "edges": {"$ref": "#/$defs/edges"},
+            "blocks": {"type": "object", "description": "Block definitions by name (format version 2)",
+                       "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$"},
+                       "additionalProperties": block_schema},
             "training": _training_schema(),
             "view": {"type": "object", "additionalProperties": False, "properties": {
                 "zoom": {"type": "number", "minimum": 0.001, "maximum": 1000},

@@ -9,6 +9,7 @@ from typing import Any
 
 import networkx as nx
 
+from .blocks import expand
 from .catalogue import Shape, find_spec, unknown_type_message
 from .document import Document, Edge
 from .errors import ParamError, Problem, ShapeError, format_shape
@@ -54,10 +55,12 @@ class GraphInfo:
     order: list[str]
     nodes: dict[str, NodeInfo]
     cycles: list[list[str]]
+    blocks: list[Problem] = field(default_factory=list)  # what stopped a block instance from expanding
 
     @property
     def problems(self) -> list[Problem]:
-        return [self.nodes[n].problem for n in self.order if self.nodes[n].problem is not None]  # type: ignore
+        found = [self.nodes[n].problem for n in self.order if self.nodes[n].problem is not None]
+        return [*self.blocks, *found]  # type: ignore[list-item]
 
     def shape_of(self, node_id: str, port: str = "out") -> Shape | None:
         info = self.nodes.get(node_id)
@@ -114,7 +117,9 @@ def _input_override(input_shape: Any, node_id: str) -> Sequence[int] | None:
 def infer_shapes(doc: Document, input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None
                  ) -> GraphInfo:
     """Infer every node's output shape(s). `input_shape` is the dataset's per-sample shape (no
-    batch dim), used by Input nodes with `dataset_driven`; a dict gives one per Input node id."""
+    batch dim), used by Input nodes with `dataset_driven`; a dict gives one per Input node id.
+    A document with blocks is read expanded (`blocks.expand`): the ids are paths like `stage2/0/conv1`."""
+    doc = expand(doc)
     g = build_graph(doc)
     index = {nid: i for i, nid in enumerate(doc.nodes)}
     order, cycles = _order_and_cycles(g, index)
@@ -140,7 +145,10 @@ def infer_shapes(doc: Document, input_shape: Sequence[int] | Mapping[str, Sequen
             info.problem = Problem(nid, None, cycle_text[nid])
         else:
             _infer_node(node, info, incoming.get(nid, []), infos, input_shape)
-    return GraphInfo(g, order, infos, [cycle for cycle, _ in cycles])
+    pinned = {p.node_id for p in getattr(doc, "problems", ())}
+    for nid in pinned & set(infos):  # the node's own message says more than "Block has no port"
+        infos[nid].problem = None
+    return GraphInfo(g, order, infos, [cycle for cycle, _ in cycles], list(getattr(doc, "problems", ())))
 
 
 def _infer_node(node: Any, info: NodeInfo, edges: list[Edge], infos: Mapping[str, NodeInfo],

@@ -6,6 +6,7 @@ from typing import Any
 
 import networkx as nx
 
+from .blocks import expand
 from .document import Document, _parse_document, migrate
 from .errors import DocumentError, Problem, format_problem
 from .shapes import GraphInfo, infer_shapes
@@ -63,6 +64,7 @@ def validate(doc: Document | Mapping[str, Any],
         except DocumentError as exc:
             return [*problems, Problem(None, None, str(exc))]
 
+    doc = expand(doc)  # blocks: every layer of every instance, named by its path
     nodes = doc.nodes.values()
     inputs = [n.id for n in nodes if n.type == "Input"]
     outputs = [n.id for n in nodes if n.type == "Output"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from .graph import ExportError
 
 FORMATS = ("pytorch", "onnx", "safetensors")
+CHECKED = ("pytorch", "onnx")  # run beside the engine after writing (safetensors are the weights themselves)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -38,24 +39,43 @@ def cmd_export(args: argparse.Namespace) -> int:
                 raise ExportError("--to safetensors needs --weights RUN_DIR or a checkpoint")
             save_weights(read_state_dict(args.weights), target)
 
+    checks = []
+
+    def check(target: Path) -> None:
+        """Run the staged export beside the engine (app/export/check.py); one that disagrees is not
+        moved into place."""
+        if args.no_check or args.to not in CHECKED:
+            return
+        from .check import check_export
+
+        result = check_export(args.to, target, doc, weights=args.weights, base_dir=base_dir)
+        if result.checked and not result.ok:
+            raise ExportError(f"{result.message}; nothing written (--no-check writes it anyway)")
+        checks.append(result)
+
     try:
-        _write_staged(out, write)
+        _write_staged(out, write, check)
     except OSError as exc:  # disk full, read-only folder, a file where a folder should be
         from app.files import describe_os_error
 
         raise ExportError(f"can't write {exc.filename or out}: {describe_os_error(exc)}") from None
     print(f"wrote {out}")
+    for result in checks:
+        print(result.message)
     return 0
 
 
-def _write_staged(out: Path, write: Callable[[Path], None]) -> None:
+def _write_staged(out: Path, write: Callable[[Path], None],
+                  check: Callable[[Path], None] | None = None) -> None:
     """Let `write` make its files (the script, its weights, bundled data) in a hidden folder next to
-    `out`, then move each into place: a full disk or any failure leaves the files that were there
-    before untouched, and no half-written file behind."""
+    `out`, then move each into place: a full disk or any failure (`check` raising on the staged
+    file) leaves the files that were there before untouched, and no half-written file behind."""
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         write(stage / out.name)
+        if check is not None:
+            check(stage / out.name)
         for made in stage.iterdir():  # the same folder's file system: each rename is atomic
             os.replace(made, out.parent / made.name)
     finally:
@@ -88,6 +108,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         help="the file to write (train_model.py, model.onnx, ...)")
     export.add_argument("--weights",
                         help="trained weights: a run directory, a checkpoint or a .safetensors file")
+    export.add_argument("--no-check", action="store_true",
+                        help="don't run the exported model beside the engine on validation samples (by "
+                             "default an export that disagrees is not written)")
     export.set_defaults(func=cmd_export)
 
     imp = sub.add_parser(

@@ -99,6 +99,28 @@ def make_samples(opts, rng):
     x = amplitude * np.sin(2 * np.pi * cycles * t + phase) + noise * rng.standard_normal((n, t_len))
     return x[:, :, None].astype(np.float32), y, "classification", "sequence"
 ''',
+    "shapes": '''
+def make_samples(opts, rng):
+    """Colour images (3, size, size) of one shape each; the class is the shape."""
+    n, size, noise = opts["n_samples"], opts["size"], opts["noise"]
+    counts = class_counts(n, 4)
+    y = class_labels(counts)
+    r = (rng.uniform(0.18, 0.3, n) * size)[:, None, None]
+    cx = (rng.uniform(0.35, 0.65, n) * size)[:, None, None]
+    cy = (rng.uniform(0.35, 0.65, n) * size)[:, None, None]
+    fg, bg = rng.uniform(0.45, 1.0, (n, 3)), rng.uniform(0.0, 0.4, (n, 3))
+    grid = np.arange(size) + 0.5
+    dx, dy = grid[None, None, :] - cx, grid[None, :, None] - cy
+    ax, ay = np.abs(dx), np.abs(dy)
+    masks = (dx ** 2 + dy ** 2 <= r ** 2,
+             np.maximum(ax, ay) <= 0.8 * r,
+             (dy >= -r) & (dy <= 0.8 * r) & (ax <= 0.6 * (dy + r)),
+             ((ax <= 0.25 * r) & (ay <= r)) | ((ay <= 0.25 * r) & (ax <= r)))
+    mask = np.select([(y == c)[:, None, None] for c in range(len(masks))], masks)
+    x = bg[:, :, None, None] + (fg - bg)[:, :, None, None] * mask[:, None]
+    x = x + noise * rng.standard_normal(x.shape)
+    return x.astype(np.float32), y, "classification", "image"
+''',
     "digits": '''
 def make_samples(opts, rng):
     """The UCI 8x8 handwritten digits (CC BY 4.0), from Wiregrad's digits.npz (or --data)."""

@@ -1,17 +1,21 @@
 """The document as the exporters see it: the nodes the prediction needs, in topological order,
 each with resolved params, input sources and shapes. Shared by the PyTorch and ONNX exporters.
+A document with blocks is planned from its expanded graph (`app.document.blocks.expand`): node ids are
+paths (`stage2/0/conv1`), each block port a pass-through `BlockPort` node, and `instances` names the
+definition of every instance path, so the PyTorch exporter can nest one module per instance.
 The dataset's input shape comes from `app.training.data` (the one answer the check, the Trainer and the canvas
 use too)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
 from app.document import Document, DocumentError, NodeSpec, format_problem, get_spec, infer_shapes, validate
+from app.document.blocks import expand
 from app.training.data import load_training_dataset
 
 if TYPE_CHECKING:
@@ -46,7 +50,9 @@ class ExportNode:
 @dataclass
 class ExportGraph:
     """The network to export: `nodes` in topological order (Inputs first where they sit),
-    the Input and Output node ids in document order, and what each Output receives."""
+    the Input and Output node ids in document order, and what each Output receives. `doc` is the
+    expanded graph (the document itself when it has no blocks); `source` the document; `instances`
+    {instance path: definition name} (empty without blocks)."""
 
     doc: Document
     nodes: list[ExportNode]
@@ -54,6 +60,8 @@ class ExportGraph:
     output_ids: list[str]
     prediction_of: dict[str, str]  # Output node id -> the node whose output it compares
     input_shapes: dict[str, Shape]  # per Input node, with the batch dimension (None)
+    source: Document | None = None
+    instances: dict[str, str] = field(default_factory=dict)
 
     def node(self, nid: str) -> ExportNode:
         return next(n for n in self.nodes if n.id == nid)
@@ -92,6 +100,8 @@ def plan_export(doc: Document, input_shape: Sequence[int] | Mapping[str, Sequenc
     problems = [p for p in validate(doc, input_shape) if p.severity == "error"]
     if problems:
         raise ExportError("the graph has problems:\n" + "\n".join(format_problem(p) for p in problems))
+    source = doc
+    doc = expand(doc)
     info = infer_shapes(doc, input_shape)
     input_ids = [n.id for n in doc.nodes.values() if n.type == "Input"]
     output_ids = [n.id for n in doc.nodes.values() if n.type == "Output"]
@@ -110,4 +120,5 @@ def plan_export(doc: Document, input_shape: Sequence[int] | Mapping[str, Sequenc
         nodes.append(ExportNode(nid, node.type, spec, dict(ni.params or {}), sources, ni.in_shapes, ni.shape))
     prediction_of = {out: doc.incoming(out, "in")[0].src for out in output_ids}
     input_shapes = {nid: info.nodes[nid].shape for nid in input_ids}
-    return ExportGraph(doc, nodes, input_ids, output_ids, prediction_of, input_shapes)
+    return ExportGraph(doc, nodes, input_ids, output_ids, prediction_of, input_shapes, source,
+                       dict(getattr(doc, "instances", {})))

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.document import Document, ParamError, get_spec
+from app.document import Document, DocumentError, ParamError, get_spec
 from app.document.document import OPTIMIZER_OPTIONS
 
 from .graph import ExportError
@@ -133,6 +133,11 @@ class _Importer:
         self.value_of: dict[Any, str] = {}  # fx node -> document node id producing it
         self.special: dict[Any, tuple[Any, ...]] = {}  # fx node -> (what, node id, data): tuple plumbing
         self.depth: dict[str, int] = {}
+        self.current: Any = None  # the fx node being turned into document nodes
+        self.scope: dict[str, list[str]] = {}  # node id -> the user's modules it runs inside (qualnames)
+        self.qual: dict[str, str] = {}  # node id -> the qualname of its module (layers, block instances)
+        self.fx_name: dict[str, str] = {}  # node id -> the fx node's name (add_1)
+        self.classes: dict[str, type] = {}  # qualname of a user's module -> its class
 
     # --- building ---------------------------------------------------------------------------------
     def add(self, kind: str, params: Mapping[str, Any], inputs: Sequence[str], want_id: str | None = None,
@@ -144,6 +149,11 @@ class _Importer:
         for src, port in zip(inputs, ports):
             self.doc.connect(src, "out", nid, port)
         self.depth[nid] = 1 + max((self.depth[s] for s in inputs), default=-1)
+        if self.current is not None:
+            self.scope[nid] = self.scope_of(self.current)
+            self.fx_name[nid] = self.current.name
+            if self.current.op == "call_module":
+                self.qual[nid] = self.current.target
         return nid
 
     def _id(self, want: str, prefix: str) -> str:
@@ -170,6 +180,7 @@ class _Importer:
 
     def run(self, traced: Any, input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None) -> Document:
         for node in traced.graph.nodes:
+            self.current = node
             if node.op in ("call_function", "call_method", "get_attr") and not node.users:
                 continue  # a value nobody uses (e.g. the `_` in `_, (h_n, _) = lstm(x)`)
             if node.op == "placeholder":
@@ -184,6 +195,8 @@ class _Importer:
                 self.output(node)
             elif node.op == "get_attr":
                 self.value_of[node] = self.unknown(f"parameter {node.target}", [], node.name)
+        self.current = None
+        self.make_blocks()
         self.layout()
         return self.doc
 
@@ -297,13 +310,217 @@ class _Importer:
             if src:
                 self.add("Output", {}, src[:1], "loss" if len(results) == 1 else f"loss{i + 1}")
 
+    # --- blocks: a submodule class used more than once ---------------------------------------------------
+    def scope_of(self, node: Any) -> list[str]:
+        """The qualified names of the user's own modules (not torch.nn's) an fx node runs inside,
+        outermost first; a call of such a module kept whole is not inside itself."""
+        stack = node.meta.get("nn_module_stack") or {}
+        out = []
+        for qualname, (_path, cls) in stack.items():
+            cls = cls if isinstance(cls, type) else type(self.modules.get(qualname))
+            if qualname and not cls.__module__.startswith("torch.") and qualname != node.target:
+                out.append(qualname)
+                self.classes[qualname] = cls
+        return out
+
+    def make_blocks(self) -> None:
+        """Every instance of a module class used more than once becomes a block instance (innermost
+        first); instances alike in structure share one definition named after the class, the settings
+        they differ in become its parameters, and a run of equal instances in a row one instance that
+        repeats."""
+        from app.document import blocks as B
+
+        counts: dict[type, int] = {}
+        for cls in self.classes.values():
+            counts[cls] = counts.get(cls, 0) + 1
+        chosen = [q for q, cls in self.classes.items() if counts[cls] > 1]
+        made: dict[str, str] = {}  # instance qualname -> its definition (one each, until merged)
+        for q in sorted(chosen, key=lambda q: -q.count(".")):  # innermost first
+            ids = [nid for nid in self.doc.nodes if q in self.scope.get(nid, ())]
+            if not ids or any(self.doc.nodes[n].type in ("Input", "Output") for n in ids):
+                continue
+            quals = [self.qual[n] for n in ids if n in self.qual]
+            if len(quals) != len(set(quals)):  # the module runs twice: one instance can't hold both calls
+                continue
+            try:
+                inst = B.group(self.doc, ids, name=f"tmp_{len(made)}")
+            except DocumentError:  # it stays a run of layers: still the same computation
+                continue
+            d = self.doc.blocks[self.doc.nodes[inst].params["block"]]
+            self._localize(d.graph, q)
+            new = self._id(q, "block")
+            self.doc.rename_node(inst, new)
+            self.qual[new] = q
+            self.scope[new] = [s for s in self.scope[ids[0]] if q.startswith(s + ".")]
+            made[q] = d.name
+        if not made:
+            return
+        self._merge_definitions(made)
+        for graph in [self.doc, *(d.graph for d in self.doc.blocks.values())]:
+            self._repeat_runs(graph)
+
+    def _localize(self, graph: Any, q: str) -> None:
+        """Inner ids: the path inside the module (`conv1`, `downsample_0`); a function (add, relu) its fx
+        name without fx's counter, numbered in order (`relu`, `relu_2`), so alike instances read alike."""
+        from app.document import blocks as B
+
+        layers = [nid for nid in graph.nodes if graph.nodes[nid].type not in B.PORT_TYPES]
+        taken = set(graph.nodes) - set(layers)
+        wants: dict[str, str] = {}
+        q = q.split("@", 1)[0]  # fx names a module's second call `a@1`; its layers are still a.fc
+        for nid in layers:
+            qual = self.qual.get(nid)
+            if qual is not None and qual.startswith(q + "."):
+                want = qual[len(q) + 1:].replace(".", "_")
+            else:
+                want = self.fx_name.get(nid, nid).rstrip("0123456789").rstrip("_") or "node"
+            want = base = self._safe(want, "node")
+            n = 1
+            while want in taken:
+                n += 1
+                want = f"{base}_{n}"
+            taken.add(want)
+            wants[nid] = want
+        for i, nid in enumerate(layers):  # through ids nobody has, so no rename meets a taken one
+            graph.rename_node(nid, f"__import_{i}")
+        for i, nid in enumerate(layers):
+            graph.rename_node(f"__import_{i}", wants[nid])
+
+    @staticmethod
+    def _safe(want: str, prefix: str) -> str:
+        want = "".join(c if c.isalnum() or c == "_" else "_" for c in want)[:60]
+        return want if want and (want[0].isalpha() or want[0] == "_") else prefix + want
+
+    def _merge_definitions(self, made: Mapping[str, str]) -> None:
+        """One definition per class and kind of structure; differing settings become block parameters."""
+        import networkx as nx
+
+        from app.document import blocks as B
+
+        by_class: dict[type, list[str]] = {}
+        for q in made:
+            by_class.setdefault(self.classes[q], []).append(q)
+        inner = nx.DiGraph()  # class A before class B when an A sits inside a B
+        inner.add_nodes_from(by_class)
+        for q in made:
+            for p in made:
+                if q.startswith(p + ".") and self.classes[q] is not self.classes[p]:
+                    inner.add_edge(self.classes[q], self.classes[p])
+        try:
+            order = list(nx.topological_sort(inner))
+        except nx.NetworkXUnfeasible:
+            order = sorted(by_class, key=lambda c: -max(q.count(".") for q in by_class[c]))
+        root = self.doc
+        for cls in order:
+            groups: dict[tuple, list[str]] = {}
+            for q in by_class[cls]:
+                groups.setdefault(self._structure(root.blocks[made[q]]), []).append(made[q])
+            for k, names in enumerate(groups.values()):
+                base = self._safe(cls.__name__, "block") + (f"_{k + 1}" if k else "")
+                final = B.fresh_block_name(root, base)
+                keep = root.blocks[names[0]]
+                values = [self._settings(root.blocks[n]) for n in names]
+                varying: dict[tuple, list[tuple[str, str]]] = {}
+                for slot in values[0]:
+                    vector = tuple(repr(v[slot]) for v in values)
+                    if len(set(vector)) > 1:
+                        varying.setdefault(vector, []).append(slot)
+                params: dict[str, list[Any]] = {}
+                taken_names = [slot[1] for slots in varying.values() for slot in slots[:1]]
+                for slots in varying.values():
+                    node_id, param = slots[0]
+                    pname = param if taken_names.count(param) == 1 else f"{node_id}_{param}"
+                    pname = self._safe(pname, "p")
+                    if pname in ("block", "repeat") or pname in params:
+                        pname = f"{slots[0][0]}_{pname}"
+                    for node_id, param in slots:
+                        B.expose_param(root, names[0], pname, node_id, param)
+                    params[pname] = [v[slots[0]] for v in values]
+                B.rename_block(root, names[0], final)
+                for i, name in enumerate(names):
+                    (owner, nid), = B.instances_of(root, name if i else final)
+                    graph = root if owner is None else root.blocks[owner].graph
+                    node = graph.nodes[nid]
+                    node.params["block"] = final
+                    for pname, vals in params.items():
+                        if vals[i] != keep.params[pname].default:
+                            node.params[pname] = vals[i]
+                    if i:
+                        del root.blocks[name]
+
+    @staticmethod
+    def _structure(d: Any) -> tuple:
+        """What two instances must share to be one definition: nodes, their types (and which block), wires."""
+        nodes = tuple((n.id, n.type, n.params.get("block") if n.type == "Block" else None)
+                      for n in d.graph.nodes.values())
+        edges = tuple((e.src, e.src_port, e.dst, e.dst_port) for e in d.graph.edges)
+        return nodes, edges
+
+    @staticmethod
+    def _settings(d: Any) -> dict[tuple[str, str], Any]:
+        """(node, parameter) -> value for every parameter of every layer inside (defaults filled in)."""
+        out: dict[tuple[str, str], Any] = {}
+        for n in d.graph.nodes.values():
+            if n.type in ("BlockInput", "BlockOutput"):
+                continue
+            for key, value in d.graph.resolved_params(n.id).items():
+                if key != "block":
+                    out[(n.id, key)] = value
+        return out
+
+    def _repeat_runs(self, graph: Any) -> None:
+        """Instances of one definition with equal settings, each feeding only the next: one instance that
+        repeats. When the run is the copies of an nn.Sequential, the instance takes its name (`layer1`), so
+        the weights read `layer1.0.conv1.weight` as in PyTorch."""
+        root = self.doc
+        ids = list(graph.nodes)
+        done: set[str] = set()
+        for start in ids:
+            if start in done or start not in graph.nodes or graph.nodes[start].type != "Block":
+                continue
+            node = graph.nodes[start]
+            d = root.blocks[node.params["block"]]
+            if len(d.input_ports()) != 1 or len(d.output_ports()) != 1 or node.params.get("repeat", 1) != 1:
+                continue
+            run = [start]
+            while True:
+                out = graph.outgoing(run[-1])
+                if len(out) != 1:
+                    break
+                nxt = graph.nodes[out[0].dst]
+                if nxt.type != "Block" or nxt.params != node.params or len(graph.incoming(nxt.id)) != 1:
+                    break
+                run.append(nxt.id)
+            done |= set(run)
+            if len(run) < 2:
+                continue
+            for nid in run[1:]:
+                removed = graph.outgoing(nid)
+                graph.remove_node(nid)
+            for e in removed:
+                graph.connect(start, e.src_port, e.dst, e.dst_port)
+            graph.set_param(start, "repeat", len(run))
+            # the copies of an nn.Sequential (layer1_0, layer1_1): the instance takes its name, layer1
+            base = start[:-2] if start.endswith("_0") else ""
+            if base and run == [f"{base}_{i}" for i in range(len(run))] and base not in graph.nodes:
+                graph.rename_node(start, base)
+
     def layout(self) -> None:
-        """Columns by depth from the inputs, rows in the order nodes were made."""
-        rows: dict[int, int] = {}
-        for nid in self.doc.nodes:
-            d = self.depth.get(nid, 0)
-            self.doc.move_node(nid, [d * _LAYER_SPACING[0], rows.get(d, 0) * _LAYER_SPACING[1]])
-            rows[d] = rows.get(d, 0) + 1
+        """Columns by depth from the inputs, rows in the order nodes were made; inside each block too."""
+        import networkx as nx
+
+        for graph in [self.doc, *(d.graph for d in self.doc.blocks.values())]:
+            dag = nx.DiGraph()
+            dag.add_nodes_from(graph.nodes)
+            dag.add_edges_from((e.src, e.dst) for e in graph.edges)
+            depth: dict[str, int] = {}
+            for nid in nx.topological_sort(dag):
+                depth[nid] = 1 + max((depth[p] for p in dag.predecessors(nid)), default=-1)
+            rows: dict[int, int] = {}
+            for nid in graph.nodes:
+                d = depth.get(nid, 0)
+                graph.move_node(nid, [d * _LAYER_SPACING[0], rows.get(d, 0) * _LAYER_SPACING[1]])
+                rows[d] = rows.get(d, 0) + 1
 
 
 def import_module(module: Any, input_shape: Sequence[int] | Mapping[str, Sequence[int]] | None = None,

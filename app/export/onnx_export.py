@@ -1,5 +1,6 @@
 """Document + weights -> an ONNX model (opset 17), built node by node with `onnx.helper` (no torch).
-Tensor names are the node ids; the batch dimension is dynamic ("N").
+Tensor names are the node ids (paths inside blocks, `stage2/0/conv1`: the expanded graph computes the same,
+so a block document exports as its layers); the batch dimension is dynamic ("N").
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.document import Document
+from app.document.blocks import module_path
 
 from .graph import ExportError, ExportGraph, ExportNode, load_split, plan_export
 
@@ -54,13 +56,13 @@ class _Builder:
         return name
 
     def weight(self, nid: str, key: str) -> np.ndarray:
-        name = f"{nid}.{key}"
+        name = f"{module_path(nid)}.{key}"  # inside blocks the state dict names a path: stage2.0.conv1.weight
         if name not in self.state:
             raise ExportError(f"node {nid}: the weights have no {name}")
         return np.asarray(self.state[name], dtype=np.float32)
 
     def has(self, nid: str, key: str) -> bool:
-        return f"{nid}.{key}" in self.state
+        return f"{module_path(nid)}.{key}" in self.state
 
     def op(self, op_type: str, inputs: Sequence[str], name: str, n_out: int = 1, **attrs: Any) -> Any:
         outs = [self.fresh(name if i == 0 else f"{name}:{i}") for i in range(n_out)]
@@ -456,6 +458,37 @@ def _concat(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
     return b.op("Concat", xs, out, axis=node.params["dim"])
 
 
+@_emits("MultiheadAttention")
+def _attention(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
+    """Self-attention (query = key = value), batch first, as in evaluation (no dropout): the packed input
+    projection, heads, softmax(q·kᵀ/√d)·v, the output projection."""
+    nid, p = node.id, node.params
+    e = int(node.in_shapes["in"][-1])
+    h = int(p["num_heads"])
+    d = e // h
+    qkv = b.op("MatMul", [xs[0], b.const(f"{nid}.in_proj_weight_t", b.weight(nid, "in_proj_weight").T)],
+               f"{out}/qkv" if not p["bias"] else f"{out}/qkv_matmul")
+    if p["bias"]:
+        qkv = b.op("Add", [qkv, b.const(f"{nid}.in_proj_bias", b.weight(nid, "in_proj_bias"))], f"{out}/qkv")
+    heads = b.op("Reshape", [qkv, b.const(f"{nid}.qkv_shape", [0, 0, 3, h, d], np.int64)], f"{out}/heads")
+    moved = b.op("Transpose", [heads], f"{out}/qkv_heads", perm=[2, 0, 3, 1, 4])  # (3, N, H, L, D)
+    axis0 = b.const(f"{nid}.axis0", [0], np.int64)
+    q, k, v = (b.op("Squeeze", [part, axis0], f"{out}/{name}")
+               for part, name in zip(b.op("Split", [moved], f"{out}/split", n_out=3, axis=0), "qkv"))
+    kt = b.op("Transpose", [k], f"{out}/k_t", perm=[0, 1, 3, 2])
+    scores = b.op("Mul", [b.op("MatMul", [q, kt], f"{out}/qk"), b.const(f"{nid}.scale", 1.0 / math.sqrt(d))],
+                  f"{out}/scores")
+    weights = b.op("Softmax", [scores], f"{out}/weights", axis=-1)
+    context = b.op("Transpose", [b.op("MatMul", [weights, v], f"{out}/context")], f"{out}/context_t",
+                   perm=[0, 2, 1, 3])
+    joined = b.op("Reshape", [context, b.const(f"{nid}.joined_shape", [0, 0, e], np.int64)], f"{out}/joined")
+    w_out = b.const(f"{nid}.out_proj.weight_t", b.weight(nid, "out_proj.weight").T)
+    if not p["bias"]:
+        return b.op("MatMul", [joined, w_out], out)
+    y = b.op("MatMul", [joined, w_out], f"{out}/out_matmul")
+    return b.op("Add", [y, b.const(f"{nid}.out_proj.bias", b.weight(nid, "out_proj.bias"))], out)
+
+
 @_emits("Embedding")
 def _embedding(b: _Builder, node: ExportNode, xs: list[str], out: str) -> str:
     return b.op("Gather", [b.const(f"{node.id}.weight", b.weight(node.id, "weight")), xs[0]], out, axis=0)
@@ -537,6 +570,9 @@ def build_onnx(graph: ExportGraph, state: Mapping[str, np.ndarray], *, name: str
         std = b.const(f"{nid}.normalization_std", normalization.scale)
         tensor_of[nid] = b.op("Div", [b.op("Sub", [nid, mean], f"{nid}/centred"), std], f"{nid}/normalised")
     for node in graph.layers:
+        if node.type == "BlockPort":  # a block's port passes its input on: no ONNX node
+            tensor_of[node.id] = tensor_of[node.inputs[0]]
+            continue
         emit = _EMITTERS.get(node.type)
         if emit is None:
             raise ExportError(f"not supported for ONNX: node {node.id} ({node.type})")

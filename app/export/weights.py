@@ -22,7 +22,7 @@ def _to_numpy(value: Any) -> np.ndarray:
         if hasattr(value, "cpu"):
             value = value.cpu()
         value = value.numpy()
-    return np.ascontiguousarray(np.asarray(value))
+    return np.array(value, order="C")  # not ascontiguousarray: it makes a 0-d count (num_batches_tracked) 1-d
 
 
 def state_dict_arrays(state: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -133,6 +133,8 @@ def load_into_engine(model: Any, source: str | Path | Mapping[str, Any], *, stri
         if name not in own:
             continue
         array = _to_numpy(value)
+        if tuple(own[name].shape) == () and array.shape == (1,):  # a count saved 1-d, as files were before
+            array = array.reshape(())
         if tuple(own[name].shape) != array.shape:
             raise ExportError(f"weight {name} has shape {tuple(array.shape)} but the model's is "
                               f"{tuple(own[name].shape)}")

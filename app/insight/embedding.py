@@ -68,7 +68,7 @@ def default_node(t: Any) -> str:
 
 
 def _edges(t: Any) -> list[tuple[str, str]]:
-    return [(e.src, e.dst) for e in t.doc.edges]
+    return [(e.src, e.dst) for e in t.graph.edges]
 
 
 EXACT_BUDGET = 2e7  # N·D·min(N, D) up to which the full SVD runs (~0.1 s on one core); past it, randomized

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.document import Document, DocumentError, Problem, format_problem, format_shape
+from app.document.blocks import expand
 
 CSV_COLUMNS = ("node", "type", "output_shape", "trainable", "frozen", "buffers", "macs", "activation_bytes")
 
@@ -133,11 +134,14 @@ def model_summary(doc: Document, *, batch_size: int | None = None, base_dir: str
         model = compile_document(doc, checked.input_shape, info=info)
     finally:
         engine.random.set_rng_state(state)
-    dtypes = _output_dtypes(doc, info, model.order)
+    flat = expand(doc)  # blocks: one row per layer, named by its path (stage2/0/conv1)
+    dtypes = _output_dtypes(flat, info, model.order)
     rows = []
     param_bytes = 0
     for nid in model.order:
         node = info.nodes[nid]
+        if node.type == "BlockPort":  # a block's port passes its input on: no layer of its own
+            continue
         module = model.node_module(nid)
         trainable = frozen = buffers = 0
         if module is not None:
@@ -156,7 +160,8 @@ def model_summary(doc: Document, *, batch_size: int | None = None, base_dir: str
             act = elements * batch * np.dtype(dtypes[nid]).itemsize
         rows.append(LayerRow(nid, node.type, tuple(int(d) for d in shape), trainable, frozen, buffers,
                              int(node.macs or 0), act))
-    left_out = [nid for nid in info.order if nid not in set(model.order)]
+    kept = set(model.order)
+    left_out = [nid for nid in info.order if nid not in kept and info.nodes[nid].type != "BlockPort"]
     title = str(doc.meta.get("title") or "")
     return ModelSummary(rows, batch, checked.input_shape, param_bytes, title, left_out)
 

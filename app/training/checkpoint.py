@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ import numpy as np
 
 import engine
 from app.document import Document, DocumentError
+from app.document.blocks import SEP
 from engine import serialization  # engine.save / engine.load
 
 from .errors import CheckpointError
@@ -288,21 +290,37 @@ def _shape(shape: Any) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def _node(name: str) -> str:
-    return name.split(".", 1)[0]  # a tensor of the graph is named <node id>.<parameter>
+def _node(name: str, paths: frozenset[str] | set[str] = frozenset()) -> str:
+    """The node a tensor of the graph belongs to: `<node id>.<parameter>`, where inside blocks the node is
+    a path (`stage2.0.conv1.weight` -> `stage2/0/conv1`): the longest of `paths` that starts the name.
+    Without `paths` the first part of the name, a flat graph's node id; when none fits, all but the last
+    part (a layer the graph lacks)."""
+    parts = name.split(".")
+    if not paths:
+        return parts[0]
+    for i in range(len(parts) - 1, 0, -1):
+        candidate = SEP.join(parts[:i])
+        if candidate in paths:
+            return candidate
+    return SEP.join(parts[:-1]) or parts[0]
 
 
-def match_weights(own: dict[str, Any], incoming: dict[str, np.ndarray], source: str) -> WeightMatch:
+def match_weights(own: dict[str, Any], incoming: dict[str, np.ndarray], source: str, *,
+                  nodes: Iterable[str] = ()) -> WeightMatch:
     """Match `incoming` arrays (a .safetensors file's, a checkpoint's) to a graph's state dict `own`
-    (name -> tensor or array) by node id, parameter name and shape; the rest is reported, not loaded."""
+    (name -> tensor or array) by node id, parameter name and shape; the rest is reported, not loaded.
+    `nodes`: the ids of the graph's nodes (the expanded graph's paths, for a document with blocks), so
+    the report names layers inside blocks (`stage2/0/conv1`) rather than only the top-level instance."""
+    paths = frozenset(nodes)
     loaded: dict[str, np.ndarray] = {}
     problems: list[str] = []
-    own_nodes = {_node(k) for k in own}
-    file_nodes = {_node(k) for k in incoming}
+    own_nodes = {_node(k, paths) for k in own}
+    file_nodes = {_node(k, paths) for k in incoming}
     for node in sorted(own_nodes - file_nodes):
         problems.append(f"node {node} is not in the file: it keeps fresh weights")
     for name, mine in own.items():
-        if _node(name) not in file_nodes or name.endswith("num_batches_tracked") and name not in incoming:
+        untracked = name.endswith("num_batches_tracked") and name not in incoming
+        if _node(name, paths) not in file_nodes or untracked:
             continue
         theirs = incoming.get(name)
         if theirs is None:
@@ -315,7 +333,7 @@ def match_weights(own: dict[str, Any], incoming: dict[str, np.ndarray], source: 
     extra: dict[str, list[str]] = {}
     for name in incoming:
         if name not in own:
-            extra.setdefault(_node(name), []).append(name)
+            extra.setdefault(_node(name, paths), []).append(name)
     for node, names in extra.items():
         what = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         if node in own_nodes:

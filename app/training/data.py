@@ -113,6 +113,32 @@ def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
     return np.random.default_rng([seed, epoch]).permutation(n)
 
 
+def sorted_order(y: np.ndarray) -> np.ndarray:
+    """inject_bug no_shuffle_sorted (app/training/bugs.py): every epoch the same order, sorted by label (a
+    regression target by its first column), so each batch holds one class."""
+    key = y.reshape(len(y), -1)[:, 0] if y.ndim > 1 else y
+    return np.argsort(key, kind="stable")
+
+
+def broken_dataset(data: Any, bug: str) -> Any:
+    """inject_bug (app/training/bugs.py): the dataset as a bug feeds it, a copy (the cached arrays stay
+    untouched); any other bug, or None, gets `data` itself. labels_shifted gives each training sample the
+    next class (a regression target: the next sample's); validation keeps the true labels. no_normalise
+    undoes the dataset's normalisation (the values as the source stores them), for validation too."""
+    from dataclasses import replace
+
+    if bug == "labels_shifted":
+        if data.task == "classification" and data.num_classes:
+            return replace(data, y_train=(data.y_train + 1) % data.num_classes)
+        return replace(data, y_train=np.roll(data.y_train, -1, axis=0))
+    if bug == "no_normalise":
+        x_train, x_val = data.normalization.invert(data.x_train), data.normalization.invert(data.x_val)
+        if data.task == "reconstruction":  # the autoencoder reconstructs what it sees
+            return replace(data, x_train=x_train, x_val=x_val, y_train=x_train.copy(), y_val=x_val.copy())
+        return replace(data, x_train=x_train, x_val=x_val)
+    return data
+
+
 def to_device(a: np.ndarray, device: Any, dtype: Any = None) -> Any:
     """A host array as an engine tensor on `device` (cast to `dtype` when given)."""
     import engine
@@ -136,4 +162,5 @@ def epoch_batches(x: np.ndarray, y: np.ndarray, order: np.ndarray, batch_size: i
         yield b, to_device(x[idx], device, input_dtype), to_device(y[idx], device), idx
 
 
-__all__ = ["dataset_input_shape", "epoch_batches", "epoch_order", "load_training_dataset", "to_device"]
+__all__ = ["broken_dataset", "dataset_input_shape", "epoch_batches", "epoch_order", "load_training_dataset",
+           "sorted_order", "to_device"]

@@ -1,6 +1,13 @@
 """The training doctor: small rules that read the trainer's metrics and report findings (NaN/Inf,
 exploding/vanishing gradients, dead ReLUs, divergence, overfitting, a stalled loss), each naming
 the node at fault, the evidence and a fix. Locating the first non-finite layer lives here too.
+
+It also knows the classic bugs of the study texts (`app/training/bugs.py`): a run with one injected says
+so at its start, in the texts' terms and with the study card that covers it (`start_findings`), and the
+rules that can see a bug's signature in anyone's run look for it: gradients piling up at a constant lr
+(no zero_grad), validation that differs between two evaluations of the same weights (no eval()), inputs
+far from unit scale (not normalised), validation accuracy below chance while training accuracy is high
+(wrong labels).
 """
 from __future__ import annotations
 
@@ -21,10 +28,19 @@ PAUSE, WARN = "pause", "warn"
 POLICY_ACTIONS = (PAUSE, WARN)
 RULE_TITLES = {"exploding_gradients": "exploding gradients", "divergence": "divergence",
                "vanishing_gradients": "vanishing gradients", "dead_relu": "dead ReLUs",
-               "overfitting": "overfitting", "stalled_loss": "stalled loss"}
+               "overfitting": "overfitting", "stalled_loss": "stalled loss",
+               "growing_gradients": "gradients piling up", "eval_not_repeatable": "validation not repeatable",
+               "inputs_not_normalised": "inputs not normalised", "labels_mismatch": "labels that don't fit",
+               "gradient_underflow": "gradients underflowing"}
 DEFAULT_POLICY: dict[str, str] = {"exploding_gradients": PAUSE, "divergence": PAUSE,
                                   "vanishing_gradients": WARN, "dead_relu": WARN, "overfitting": WARN,
-                                  "stalled_loss": WARN}
+                                  "stalled_loss": WARN, "growing_gradients": WARN,
+                                  "eval_not_repeatable": WARN, "inputs_not_normalised": WARN,
+                                  "labels_mismatch": WARN, "gradient_underflow": WARN}
+# module types whose output depends on train() / eval(): validation in the wrong mode changes their answer
+MODE_DEPENDENT = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+                  "BatchNorm1d", "BatchNorm2d", "BatchNorm3d")
+INPUT_SCALE_LIMIT = 8.0  # inputs whose 99th percentile of |x| passes this are far from unit scale ([-3, 3])
 
 
 @dataclass
@@ -46,6 +62,11 @@ class DoctorThresholds:
     stall_epochs: int = 5  # train loss changes less than ...
     stall_rel_change: float = 1e-3  # ... this share of its value over that many epochs
     stall_min_loss: float = 1e-4  # a loss this close to zero is converged, not stalled
+    growing_steps: int = 12  # over this many optimiser steps at one constant lr, the gradient norm ...
+    growing_share: float = 0.75  # ... rose on at least this share of them ...
+    growing_factor: float = 3.0  # ... to this many times where it was: gradients that are never cleared
+    labels_val_accuracy: float = 0.05  # validation accuracy below this (below chance) while ...
+    labels_train_accuracy: float = 0.5  # ... training accuracy is above this: the labels don't fit
     history: int = 50  # steps of gradient-norm history per layer
     policy: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_POLICY))  # rule -> pause/warn
 
@@ -67,7 +88,11 @@ EVIDENCE_NAMES = {"grad_norm": "gradient norm", "median": "recent median",
                   "max_layer_grad_norm": "strongest layer's norm", "smoothed_loss": "smoothed loss",
                   "best_smoothed_loss": "best smoothed loss", "dead_fraction": "dead",
                   "val_losses": "validation losses", "train_losses": "training losses",
-                  "node_type": "node type", "upstream": "fed by"}
+                  "node_type": "node type", "upstream": "fed by", "grad_norms": "gradient norms",
+                  "val_losses_same_weights": "validation losses of the same weights",
+                  "input_p99": "99% of |inputs| below", "input_mean": "input mean", "input_std": "input std",
+                  "train_accuracy": "training accuracy", "val_accuracy": "validation accuracy",
+                  "zero_gradients": "zero gradients", "gradients": "of"}
 
 
 def _evidence_value(key: str, v: Any) -> str:
@@ -225,8 +250,55 @@ def stalled_loss(doc: TrainingDoctor, m: EpochMetrics) -> list[Finding]:
     return []
 
 
-BATCH_RULES: tuple[Rule, ...] = (exploding_gradients, vanishing_gradients, divergence)
-EPOCH_RULES: tuple[Rule, ...] = (dead_relu, overfitting, stalled_loss)
+def growing_gradients(doc: TrainingDoctor, m: BatchMetrics) -> list[Finding]:
+    """The whole gradient norm rose on most of the last `growing_steps` optimiser steps, all at one learning
+    rate, to `growing_factor` times where it was: each step's gradient is added to the ones before (the
+    texts' "optimizer.zero_grad() is missing!"). Healthy runs' norms wander; they do not climb like this."""
+    t = doc.thresholds
+    if not m.stepped or not _finite(m.grad_norm):
+        return []
+    window = doc.norm_window
+    if window.maxlen != t.growing_steps + 1:
+        window = doc.norm_window = deque(window, maxlen=t.growing_steps + 1)
+    window.append((m.grad_norm, m.lr))
+    if len(window) < window.maxlen or len({lr for _, lr in window}) != 1:
+        return []
+    norms = [n for n, _ in window]
+    ups = sum(b > a for a, b in zip(norms, norms[1:]))
+    if ups >= t.growing_share * t.growing_steps and norms[0] > 0 and norms[-1] >= t.growing_factor * norms[0]:
+        return [Finding(
+            "growing_gradients", "warning",
+            f"the gradient norm rose on {ups} of the last {t.growing_steps} steps, {_fmt(norms[0])} → "
+            f"{_fmt(norms[-1])} ({_fmt(norms[-1] / norms[0])}x) at a constant learning rate {_fmt(m.lr)}: "
+            "the gradients are piling up from step to step",
+            "backward() adds to .grad; clear it before each backward with optimizer.zero_grad() (study card: "
+            "\"Why call optimizer.zero_grad before backward?\")", doc.first_node,
+            {"grad_norms": norms, "lr": m.lr})]
+    return []
+
+
+def labels_mismatch(doc: TrainingDoctor, m: EpochMetrics) -> list[Finding]:
+    """Right on most training samples but on almost no validation samples (below chance): the model learnt
+    labels that the validation set does not have. A model that merely overfits falls towards chance, not
+    below it."""
+    t = doc.thresholds
+    train, val = m.train_accuracy, m.val_accuracy
+    if not (_finite(train) and _finite(val)) or len(doc.epochs) < 2:
+        return []
+    if train > t.labels_train_accuracy and val < t.labels_val_accuracy:
+        return [Finding(
+            "labels_mismatch", "warning",
+            f"the model is right on {train:.0%} of the training samples but on {val:.0%} of the validation "
+            "samples, below chance: the training labels don't fit the validation labels",
+            "check the training labels (shifted or mislabelled classes, a label column off by one) and that "
+            "training and validation are prepared the same way (the texts: \"Eval differs from training: "
+            "... data leakage, preprocessing mismatch\")", None,
+            {"train_accuracy": train, "val_accuracy": val})]
+    return []
+
+
+BATCH_RULES: tuple[Rule, ...] = (exploding_gradients, vanishing_gradients, divergence, growing_gradients)
+EPOCH_RULES: tuple[Rule, ...] = (dead_relu, overfitting, stalled_loss, labels_mismatch)
 
 
 @dataclass
@@ -246,6 +318,7 @@ class TrainingDoctor:
     best_smoothed: float = math.inf
     first_loss: float = math.inf
     steps_seen: int = 0
+    norm_window: deque = field(default_factory=deque)  # (gradient norm, lr) of the last steps
     _active: set[tuple[str, str | None]] = field(default_factory=set)
 
     @property
@@ -278,6 +351,148 @@ class TrainingDoctor:
         self.epochs.append(m)
         found = [f for rule in EPOCH_RULES for f in rule(self, m)]
         return self._report(found, EPOCH_RULES, m.epoch, m.steps)
+
+
+# --- checks the Trainer runs once: at a run's start and after its first validation
+def input_scale(x: Any) -> float:
+    """The 99th percentile of |x| over up to 256 samples: about 2.6 for standardised inputs, 1 for inputs in
+    [0, 1]; the doctor and the training check call inputs not normalised above `INPUT_SCALE_LIMIT`."""
+    import numpy as np
+
+    a = np.abs(np.asarray(x[:256], dtype=np.float64))
+    a = a[np.isfinite(a)]
+    return float(np.percentile(a, 99)) if a.size else 0.0
+
+
+def input_scale_finding(x: Any, input_id: str | None) -> Finding | None:
+    """The inputs the run trains on are far from unit scale (a dataset not normalised)."""
+    import numpy as np
+
+    p99 = input_scale(x)
+    if p99 <= INPUT_SCALE_LIMIT:
+        return None
+    a = np.asarray(x[:256], dtype=np.float64)
+    return Finding(
+        "inputs_not_normalised", "warning",
+        f"the inputs are not normalised: 99% of them lie within ±{_fmt(p99)} (mean {_fmt(float(a.mean()))}, "
+        f"std {_fmt(float(a.std()))}), where the layers' initial weights expect about [-3, 3]",
+        "normalise the dataset (normalize: standard, the texts' transforms.Normalize(mean, std)); unscaled "
+        "inputs make the first activations and gradients as large as they are", input_id,
+        {"input_p99": p99, "input_mean": float(a.mean()), "input_std": float(a.std())})
+
+
+def eval_repeat_finding(first: float | None, second: float | None) -> Finding | None:
+    """Two evaluations of the same weights on the same samples (`evaluation.repeat_evaluation`: in one batch,
+    then in two) gave different validation losses: validation runs in training mode (dropout drops, batch
+    norm uses the batch's statistics). Rounding alone moves the loss far less than `1e-4` of itself."""
+    if not (_finite(first) and _finite(second)) or abs(first - second) <= 1e-4 * max(abs(first), 1e-12):
+        return None
+    return Finding(
+        "eval_not_repeatable", "warning",
+        f"two evaluations of the same weights on the same samples (in one batch, then in two) gave "
+        f"validation losses {_fmt(first)} and {_fmt(second)}: validation runs in training mode, so dropout "
+        "and batch norm behave as in training",
+        "call model.eval() before validation and model.train() after it (study card: \"What does model.eval "
+        "change?\")", None, {"val_losses_same_weights": [first, second]})
+
+
+class UnderflowWatch:
+    """The run's loss function, counting the gradient values that reach the model's output as exact zeros:
+    under float16 autocast without a GradScaler (inject_bug fp16_no_scaler) the small ones underflow there
+    (float16 has nothing between 0 and 6e-8; in float32 a softmax's gradient is never exactly zero)."""
+
+    def __init__(self, loss_fn: Any) -> None:
+        self.loss_fn = loss_fn
+        self.names = loss_fn.names
+        self.zeros = 0
+        self.values = 0
+        self.reported = False
+
+    def __call__(self, pred: Any, target: Any) -> Any:
+        if getattr(pred, "requires_grad", False):
+            pred.register_hook(self._count)
+        return self.loss_fn(pred, target)
+
+    def _count(self, grad: Any) -> None:
+        from .measures import to_numpy
+
+        a = to_numpy(grad)
+        self.zeros += int((a == 0).sum())
+        self.values += int(a.size)
+
+    def finding(self) -> Finding | None:
+        """The epoch's count as a finding, the first epoch anything underflowed (each epoch counts anew)."""
+        zeros, values = self.zeros, self.values
+        self.zeros = self.values = 0
+        if not zeros or self.reported:
+            return None
+        self.reported = True
+        return Finding(
+            "gradient_underflow", "warning",
+            f"{zeros:,} of the {values:,} gradient values reaching the output this epoch "
+            f"({zeros / values:.1%}) were exactly zero: in float16 they underflowed",
+            "scale the loss before backward with a GradScaler (it unscales before the step), or train in "
+            "bfloat16 or float32 (study card: \"ML-GAP-031 AMP GradScaler\")", None,
+            {"zero_gradients": zeros, "gradients": values})
+
+
+def mode_dependent(model: Any) -> bool:
+    """Whether the model has a module whose output depends on train() / eval() (dropout, batch norm)."""
+    return any(type(m).__name__ in MODE_DEPENDENT for m in model.modules())
+
+
+def injected_finding(name: str, *, mode_dependent: bool = True, losses: Sequence[str] = (),
+                     normalised: bool = True, classify: bool = True) -> Finding:
+    """The doctor's word on a run with an injected bug (`training.inject_bug`): what it does, what the plots
+    will show, why in the texts' terms, and the study card; and a note when this graph cannot show it."""
+    from .bugs import BUGS
+
+    bug = BUGS[name]
+    note = {
+        "no_eval": None if mode_dependent else "this graph has no Dropout or BatchNorm, so training and "
+                                                  "evaluation modes give the same answers here",
+        "double_softmax": None if "CrossEntropyLoss" in losses else "this graph's loss is not "
+                                                                    "CrossEntropyLoss, so nothing changes",
+        "no_normalise": None if normalised else "the dataset is not normalised in the first place "
+                                                "(normalize: none), so nothing changes",
+        "labels_shifted": None if classify else "a regression target: each sample gets the next sample's",
+    }.get(name)
+    card = bug.card
+    return Finding(
+        "injected_bug", "info",
+        f"injected bug: {bug.title}. {bug.what}" + (f" Note: {note}." if note else f" {bug.symptom}"),
+        f"train without it (clear training.inject_bug). Why: {bug.explanation} Study card: "
+        f"{card.reference()}", None, {"bug": name, "card": card.title})
+
+
+def compare_runs(name: str, broken: Sequence[Mapping[str, Any]], correct: Sequence[Mapping[str, Any]]) -> str:
+    """The doctor's explanation of a broken run beside the correct run on the same seed (their metrics
+    records, as `read_metrics` gives them): the numbers that differ in the bug's direction, then why, in the
+    texts' terms, with the study card."""
+    from .bugs import BUGS, describe
+
+    bug = BUGS[name]
+
+    def last(records: Sequence[Mapping[str, Any]], kind: str, key: str) -> float | None:
+        values = [r.get(key) for r in records if r.get("kind") == kind and _finite(r.get(key))]
+        return values[-1] if values else None
+
+    def peak(records: Sequence[Mapping[str, Any]], key: str) -> float | None:
+        values = [r.get(key) for r in records if r.get("kind") == "batch" and _finite(r.get(key))]
+        return max(values) if values else None
+
+    rows = []
+    for label, kind, key, how in (("final training loss", "epoch", "train_loss", last),
+                                  ("final validation loss", "epoch", "val_loss", last),
+                                  ("final validation accuracy", "epoch", "val_accuracy", last),
+                                  ("largest gradient norm", "batch", "grad_norm", None)):
+        a = last(broken, kind, key) if how else peak(broken, key)
+        b = last(correct, kind, key) if how else peak(correct, key)
+        if a is None and b is None:
+            continue
+        shown = [("—" if v is None else (f"{v:.1%}" if key == "val_accuracy" else _fmt(v))) for v in (a, b)]
+        rows.append(f"{label}: {shown[0]} with the bug, {shown[1]} without")
+    return f"{bug.title}: {bug.what}\n" + "\n".join([*rows, describe(name)])
 
 
 def nonfinite_finding(where: Mapping[str, Any], loss: float, lr: float, epoch: int, step: int) -> Finding:

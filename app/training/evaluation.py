@@ -30,18 +30,22 @@ def histogram(a: np.ndarray, bins: int = 30) -> dict[str, list[float]]:
     return {"counts": counts.tolist(), "edges": edges.tolist()}
 
 
-def evaluate(trainer: Trainer) -> tuple[float | None, float | None]:
-    """Validation loss and accuracy (None without a validation set); eval mode, no_grad."""
+def evaluate(trainer: Trainer, limit: int | None = None, step: int | None = None
+             ) -> tuple[float | None, float | None]:
+    """Validation loss and accuracy (None without a validation set); eval mode, no_grad. `limit`: of the
+    first that many validation samples only; `step`: in batches of that many (else the larger of the batch
+    size and 512)."""
     import engine
 
     t = trainer
-    n = len(t.data.x_val)
+    n = min(len(t.data.x_val), limit) if limit else len(t.data.x_val)
     if n == 0:
         return None, None
     was_training = t.model.training
-    t.model.eval()
+    if t.inject_bug != "no_eval":  # inject_bug (app/training/bugs.py): validation left in training mode
+        t.model.eval()
     total, correct = 0.0, 0
-    step = max(t.batch_size, 512)
+    step = step or max(t.batch_size, 512)
     with engine.no_grad():
         for start in range(0, n, step):
             idx = np.arange(start, min(start + step, n))
@@ -55,6 +59,20 @@ def evaluate(trainer: Trainer) -> tuple[float | None, float | None]:
             correct += t._count_correct(guess, idx, train=False) or 0
     t.model.train(was_training)
     return total / n, (correct / n if t.classify else None)
+
+
+def repeat_evaluation(trainer: Trainer, samples: int = 256) -> tuple[float | None, float | None]:
+    """The validation loss of the first `samples` validation samples, measured twice with the same weights
+    as the run evaluates, in one batch and in batches of half as many (the doctor's "eval() forgotten?"
+    look: in eval mode the two agree; in training mode dropout draws anew and batch norm normalises with
+    each batch's statistics). The run is left as it was (RNG, BatchNorm's running statistics, train mode)."""
+    from .probes import undisturbed
+
+    samples = min(samples, len(trainer.data.x_val))
+    with undisturbed(trainer.model):
+        first, _ = evaluate(trainer, samples, step=samples)
+        second, _ = evaluate(trainer, samples, step=max(2, samples // 2))
+    return first, second
 
 
 def activations(trainer: Trainer, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -91,4 +109,4 @@ def epoch_stats(trainer: Trainer, m: EpochMetrics) -> None:
             m.histograms.setdefault(nid, {})["activations"] = histogram(a)
 
 
-__all__ = ["activations", "epoch_stats", "evaluate", "histogram", "stats"]
+__all__ = ["activations", "epoch_stats", "evaluate", "histogram", "repeat_evaluation", "stats"]

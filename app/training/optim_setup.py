@@ -113,8 +113,11 @@ def build_optimizer(training: Mapping[str, Any], parameters: Iterable[Any]) -> A
     import engine.optim
 
     kind = training["optimizer"]["type"]
+    kwargs = optimizer_kwargs(training)
+    if training.get("inject_bug") == "lr_x100":  # inject_bug (app/training/bugs.py): the lr slip, x100
+        kwargs["lr"] = kwargs["lr"] * 100
     try:
-        return getattr(engine.optim, kind)(parameters, **optimizer_kwargs(training))
+        return getattr(engine.optim, kind)(parameters, **kwargs)
     except ValueError as exc:  # e.g. Rprop etas not around 1: the document cannot check pairs
         raise TrainerError(f"training: optimizer {kind}: {exc}") from None
 

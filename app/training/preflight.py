@@ -24,6 +24,7 @@ import networkx as nx
 import numpy as np
 
 from app.document import Document, Problem, format_problem, format_shape, validate
+from app.document.blocks import expand
 from app.document.catalogue import CLASS_LOSSES, FLOAT_TARGET_LOSSES, get_spec
 from app.document.document import OPTIMIZER_OPTIONS
 from app.document.shapes import GraphInfo, infer_shapes
@@ -37,7 +38,8 @@ __all__ = ["Preflight", "PreflightError", "check_training", "convert_targets", "
 _RECURRENT = ("RNN", "LSTM", "GRU")
 # node types that move values around without computing on them: an int64 tensor stays int64 through them
 _DTYPE_KEEPING = ("Flatten", "Unflatten", "Reshape", "Permute", "Concat", "Dropout", "Dropout2d", "ZeroPad2d",
-                  "ReflectionPad2d", "ReplicationPad2d", "PixelShuffle", "PixelUnshuffle")
+                  "ReflectionPad2d", "ReplicationPad2d", "PixelShuffle", "PixelUnshuffle",
+                  "BlockPort")  # a block's port passes its input on
 # float32 copies each parameter needs besides itself while training: its gradient and the optimiser's state
 _OPTIMIZER_COPIES = {"SGD": 2, "Adagrad": 2, "RMSprop": 3, "Adadelta": 3, "Rprop": 3}
 _MEMORY_FRACTION = 0.8  # of this machine's memory a run may plan to use (the OS and the app need the rest)
@@ -282,6 +284,9 @@ def _dtype_problems(doc: Document, info: GraphInfo, data: Any, needed: set[str])
     problems: list[Problem] = []
     dtype: dict[str, str] = {}
     int_values: dict[str, np.ndarray | None] = {}  # int64 outputs that are the dataset's values, unchanged
+    sources_of: dict[str, list[str]] = {}  # one pass: doc.incoming per node is quadratic on 2,000 layers
+    for e in doc.edges:
+        sources_of.setdefault(e.dst, []).append(e.src)
     for nid in info.order:
         node = info.nodes[nid]
         if not node.ok or nid not in needed:
@@ -304,7 +309,7 @@ def _dtype_problems(doc: Document, info: GraphInfo, data: Any, needed: set[str])
                 else:
                     int_values[nid] = x
             continue
-        sources = [e.src for e in doc.incoming(nid)]
+        sources = sources_of.get(nid, [])
         ints = [s for s in sources if dtype.get(s) == "int64"]
         if node.type == "Embedding":
             dtype[nid] = "float32"
@@ -565,6 +570,7 @@ def preflight(doc: Document | Mapping[str, Any], *, base_dir: str | Path | None 
     checked against this machine; None leaves it to the caller (the Trainer resolves its own)."""
     if not isinstance(doc, Document):
         return Preflight(validate(doc))
+    doc = expand(doc)  # blocks: the layers of every instance, with ids that are paths
     problems: list[Problem] = []
     data = dataset
     if data is None:
@@ -614,6 +620,8 @@ def preflight(doc: Document | Mapping[str, Any], *, base_dir: str | Path | None 
                     problems.append(found)
         if loss_names(doc) and any(v == "BCELoss" for v in loss_names(doc).values()):
             problems += _bce_problems(doc, info)
+        problems += _probability_problems(doc, info)
+        problems += _input_scale_problems(info, data, inputs[:1])
         problems += _norm_problems(doc, info, len(data.x_train), batch, needed)
         problems += _nothing_to_train(doc, info, outputs)
     if not any(p.severity == "error" for p in problems):
@@ -671,6 +679,56 @@ def _bce_problems(doc: Document, info: GraphInfo) -> list[Problem]:
                                                   f"({info.nodes[cur].type}) can give any value; add Sigmoid "
                                                   f"after {cur}, or use BCEWithLogitsLoss"))
     return problems
+
+
+_SHAPE_ONLY = ("Flatten", "Reshape", "Unflatten", "Permute", "Identity")
+
+
+def _feeding(doc: Document, info: GraphInfo, out_id: str) -> str | None:
+    """The node whose values reach an Output, through nodes that only move them around."""
+    cur = next((e.src for e in doc.incoming(out_id)), None)
+    while cur is not None and info.nodes[cur].type in _SHAPE_ONLY:
+        cur = next((e.src for e in doc.incoming(cur)), None)
+    return cur
+
+
+def _probability_problems(doc: Document, info: GraphInfo) -> list[Problem]:
+    """Warnings, never blocking: a Softmax feeding CrossEntropyLoss (which applies log-softmax itself: the
+    double softmax of app/training/bugs.py), and NLLLoss fed anything but log-probabilities."""
+    problems = []
+    for out_id, loss in loss_names(doc).items():
+        if loss not in ("CrossEntropyLoss", "NLLLoss") or not info.nodes[out_id].ok:
+            continue
+        src = _feeding(doc, info, out_id)
+        kind = info.nodes[src].type if src is not None else None
+        if loss == "CrossEntropyLoss" and kind in ("Softmax", "Softmin", "Sigmoid"):
+            problems.append(Problem(out_id, "in", (
+                f"CrossEntropyLoss applies log-softmax itself, but {src} ({kind}) squashes the scores to "
+                f"[0, 1] first (a double softmax: the loss saturates and learns slowly); remove {src} and "
+                "feed the raw scores (logits)"), "warning"))
+        elif loss == "NLLLoss" and src is not None and kind != "LogSoftmax":
+            what = "probabilities" if kind == "Softmax" else "raw scores"
+            problems.append(Problem(out_id, "in", (
+                f"NLLLoss expects log-probabilities, but {src} ({kind}) gives {what}; put LogSoftmax "
+                f"before {out_id} (in place of {src} if it is a Softmax), or use CrossEntropyLoss on the raw "
+                "scores"), "warning"))
+    return problems
+
+
+def _input_scale_problems(info: GraphInfo, data: Any, inputs: Sequence[str]) -> list[Problem]:
+    """A warning when the dataset's float inputs are far from unit scale (not normalised): the doctor's
+    measure (`input_scale`), so the canvas and a run's doctor agree."""
+    from .doctor import INPUT_SCALE_LIMIT, input_scale
+
+    if not inputs or (info.nodes[inputs[0]].params or {}).get("dtype", "float32") != "float32":
+        return []
+    p99 = input_scale(data.x_train)
+    if p99 <= INPUT_SCALE_LIMIT:
+        return []
+    return [Problem(inputs[0], None, (
+        f"the inputs of dataset {data.name} are not normalised: 99% of them lie within ±{p99:.3g}, where the "
+        "layers' initial weights expect about [-3, 3]; set the dataset's normalize to standard"), "warning",
+        field="training.dataset.normalize")]
 
 
 def check_training(doc: Document | Mapping[str, Any], *, base_dir: str | Path | None = None,

@@ -39,6 +39,7 @@ class RunRecord:
     status: str
     summary: str
     graph: str | None = None  # the graph (example or file) it trained, for numbering its runs
+    bug: str | None = None  # the classic bug it was broken with on purpose (app/training/bugs.py), if any
 
 
 def new_run_dir(root: Path, graph_name: str) -> Path:
@@ -266,7 +267,8 @@ def read_run(path: Path) -> RunRecord | None:
             started = 0.0
     name = meta.get("name") if isinstance(meta.get("name"), str) and meta.get("name") else path.name
     graph = meta.get("graph") if isinstance(meta.get("graph"), str) else None
-    return RunRecord(path, name, started, status, summary, graph)
+    bug = meta.get("inject_bug") if isinstance(meta.get("inject_bug"), str) else None
+    return RunRecord(path, name, started, status, summary, graph, bug)
 
 
 def list_runs(root: Path) -> list[RunRecord]:
@@ -282,12 +284,15 @@ def list_runs(root: Path) -> list[RunRecord]:
 
 
 def run_steps_per_epoch(path: Path) -> int:
-    """Batches per epoch of a run (from its document and dataset size in metrics.jsonl)."""
+    """Batches per epoch of a run: what its run record says (a PyTorch run), else from its document and
+    dataset size in metrics.jsonl."""
     try:
         from app.training import read_metrics
 
         records = read_metrics(path / "metrics.jsonl")
         info = next(r for r in records if r.get("kind") == "run")
+        if isinstance(info.get("steps_per_epoch"), int) and info["steps_per_epoch"] > 0:
+            return info["steps_per_epoch"]  # a PyTorch run says it: each of its processes trains a share
         doc = json.loads((path / "document.json").read_text(encoding="utf-8"))
         batch = int(doc["training"]["batch_size"])
         return max(1, -(-int(info["dataset"]["train"]) // batch))

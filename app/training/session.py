@@ -93,6 +93,10 @@ class _Callback(TrainerCallback):
 
     def on_run_start(self, info: Any) -> None:
         t = self.trainer
+        from app.training.reproduce import record_run
+
+        # run.json: how to reproduce the run (the lock is touched after it: see record_run)
+        record_run(t, self.session.trainer_options.get("base_dir"), self.session._lock)
         plan = RunPlan(str(t.run_dir) if t.run_dir else None, t.epochs, t.steps_per_epoch, t.epoch,
                        t.batch_size, info)
         self.session.plan = plan
@@ -446,7 +450,7 @@ def load_training_modules() -> None:
     import engine.optim  # noqa: F401
     from app import step_graph  # noqa: F401
     from app.insight import KINDS
-    from app.training import checkpoint, doctor, lr_finder, probes, sanity, trainer  # noqa: F401
+    from app.training import checkpoint, doctor, lr_finder, probes, reproduce, sanity, trainer  # noqa: F401
 
     for module, _ in KINDS.values():  # the window's questions are answered on the training thread too
         importlib.import_module(module)

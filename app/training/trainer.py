@@ -25,14 +25,25 @@ import engine.optim.lr_scheduler
 from app.compile import CompiledModel, build_loss, compile_document
 from app.datasets import DatasetSplit
 from app.document import Document
+from app.document.blocks import expand
 from engine.cuda import describe_error as device_failure
 
 from . import checkpoint as ckpt
 from . import evaluation, measures
 from .commands import RunControl
 from .config import RunSettings, resolve_device
-from .data import epoch_batches, epoch_order, load_training_dataset, to_device
-from .doctor import DoctorThresholds, TrainingDoctor, locate_nonfinite, nonfinite_finding
+from .data import broken_dataset, epoch_batches, epoch_order, load_training_dataset, sorted_order, to_device
+from .doctor import (
+    DoctorThresholds,
+    TrainingDoctor,
+    UnderflowWatch,
+    eval_repeat_finding,
+    injected_finding,
+    input_scale_finding,
+    locate_nonfinite,
+    mode_dependent,
+    nonfinite_finding,
+)
 from .errors import TrainerError
 from .metrics import (
     BatchMetrics,
@@ -46,6 +57,7 @@ from .metrics import (
 )
 from .optim_setup import apply_option, build_optimizer, build_scheduler, checked_option, replan_schedule
 from .preflight import Preflight, PreflightError, convert_targets, preflight
+from .runs import note_run
 
 
 def _amp() -> Any:
@@ -89,6 +101,7 @@ class Trainer:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.callbacks: list[Any] = list(callbacks)
         self.device = resolve_device(device or t["device"])
+        self.inject_bug: str | None = t.get("inject_bug")  # a classic bug on purpose (app/training/bugs.py)
 
         if checked is None:
             if dataset is None:
@@ -99,11 +112,14 @@ class Trainer:
         if checked.errors:
             raise PreflightError(checked.errors)
         dataset = checked.dataset
+        if self.inject_bug:  # inject_bug: labels_shifted and no_normalise change the data the run trains on
+            dataset = broken_dataset(dataset, self.inject_bug)
         engine.manual_seed(self.seed)
         self.data = dataset
         self.info = checked.info  # the check's shape inference: it runs once per run
-        self.model: CompiledModel = compile_document(self.doc, dataset.input_shape, info=self.info)
-        self.loss_fn = build_loss(self.doc, self.info)
+        self.graph = expand(self.doc)  # blocks expanded: ids are paths (`stage2/0/conv1`)
+        self.model: CompiledModel = compile_document(self.graph, dataset.input_shape, info=self.info)
+        self.loss_fn = build_loss(self.graph, self.info)
         if len(self.model.input_ids) != 1:
             raise TrainerError(f"training feeds one dataset into one Input node; the graph has "
                                f"{len(self.model.input_ids)} ({', '.join(self.model.input_ids)})")
@@ -116,8 +132,12 @@ class Trainer:
         self.scheduler, self.schedule_per_batch = self._build_scheduler()
         self.amp = s.amp
         self.scaler = _amp().GradScaler(self.device.type, enabled=True) if self.amp else None
+        self._amp_dtype = None  # autocast's default for the device: bfloat16 on the CPU, float16 on a GPU
+        if self.inject_bug == "fp16_no_scaler":  # inject_bug: float16 autocast (the CPU's too), no GradScaler
+            self.amp, self.scaler, self._amp_dtype = True, None, engine.float16
+            self.loss_fn = UnderflowWatch(self.loss_fn)  # the doctor counts gradients float16 flushes to 0
         self.node_params = self.model.node_parameters()
-        upstream = {e.dst: e.src for e in self.doc.edges}
+        upstream = {e.dst: e.src for e in self.graph.edges}
         self.doctor = TrainingDoctor(self.model.order, self.model.node_types, upstream,
                                      thresholds or DoctorThresholds()) if doctor else None
         probe = min(probe_size, len(self.data.x_train))
@@ -140,6 +160,8 @@ class Trainer:
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self.callbacks.append(JsonlWriter(self.run_dir / "metrics.jsonl"))
+            if self.inject_bug:  # the Runs panel and the doctor tell a broken run by it
+                note_run(self.run_dir, inject_bug=self.inject_bug)
 
     # ------------------------------------------------------------------ set-up helpers
     def _prepare_targets(self) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -231,6 +253,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ data
     def _order(self, epoch: int) -> np.ndarray:
+        if self.inject_bug == "no_shuffle_sorted":  # inject_bug: sorted by label, never shuffled
+            return sorted_order(self.data.y_train)
         return epoch_order(self.seed, epoch, len(self.data.x_train))
 
     def _tensor(self, a: np.ndarray, dtype=None) -> Any:
@@ -276,6 +300,8 @@ class Trainer:
         started = time.perf_counter()
         self._set_state("running")
         self._emit("on_run_start", self.run_info())
+        if self.doctor is not None and self.step == 0 and self.batch == 0:
+            self._doctor_start()
         status, error = "finished", None
         self._doctor_stop: Finding | None = None  # the finding whose policy ended the run (CLI)
         try:
@@ -310,6 +336,22 @@ class Trainer:
         self._set_state(status)
         self._emit("on_run_end", summary)
         return summary
+
+    def _doctor_start(self) -> None:
+        """The doctor's look before the first step: an injected bug (app/training/bugs.py) explained in the
+        texts' terms with its study card, and inputs far from unit scale."""
+        found = []
+        if self.inject_bug:
+            data = self.data
+            found.append(injected_finding(self.inject_bug, mode_dependent=mode_dependent(self.model),
+                                          losses=self.loss_fn.names, classify=data.task == "classification",
+                                          normalised=data.normalization.mode != "none"))
+        if self._input_dtype is np.float32:
+            found.append(input_scale_finding(self._probe_x, self.model.input_ids[0]))
+        for f in found:
+            if f is not None:
+                f.epoch, f.step = self.epoch, self.step
+                self._finding(f)
 
     def _summary(self, status: str, started: float, error: str | None) -> RunSummary:
         last = self.history[-1] if self.history else None
@@ -415,7 +457,7 @@ class Trainer:
     def _autocast(self):
         if not self.amp:
             return contextlib.nullcontext()
-        return _amp().autocast(device_type=self.device.type)
+        return _amp().autocast(device_type=self.device.type, dtype=self._amp_dtype)
 
     def _lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])
@@ -456,7 +498,8 @@ class Trainer:
             self.scaler.update()
         else:
             self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.inject_bug != "no_zero_grad":  # inject_bug: the gradients pile up from step to step
+            self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         if self.scheduler is not None and self.schedule_per_batch:
             self.scheduler.step()
@@ -527,6 +570,15 @@ class Trainer:
         if self.doctor is not None:
             for f in self.doctor.check_epoch(metrics):
                 self._finding(f)
+            if isinstance(self.loss_fn, UnderflowWatch) and (found := self.loss_fn.finding()) is not None:
+                found.epoch, found.step = metrics.epoch, self.step
+                self._finding(found)
+            if self.epoch == 1 and val_loss is not None and mode_dependent(self.model):
+                # after the first validation: the same weights evaluated twice must agree (eval() forgotten?)
+                found = eval_repeat_finding(*evaluation.repeat_evaluation(self))
+                if found is not None:
+                    found.epoch, found.step = metrics.epoch, self.step
+                    self._finding(found)
         return self.patience is not None and self.bad_epochs >= self.patience
 
     def evaluate(self) -> tuple[float | None, float | None]:

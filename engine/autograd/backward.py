@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 import sys
 import warnings
 
@@ -13,6 +14,8 @@ from . import function as _function  # its Tensor and _wrap_array are bound once
 from .function import AccumulateGrad
 from .grad_mode import state
 from .inplace import bump
+
+_LEAF_FIRST = float("-inf")  # a ready AccumulateGrad's heap key: before every op (whose key is -_seq)
 
 
 def _sum_to(grad, shape):
@@ -213,6 +216,7 @@ def run_backward(
     done: list = []  # (by_seq) the nodes that have run, for _settle_leaves_after_error
     late: dict = {}  # (by_seq) leaves whose .grad was set before: their gradients' sum, added at the end
     heappop, heappush = heapq.heappop, heapq.heappush
+    leaf_order = itertools.count()  # (counted) ties among ready leaves: first ready, first run
     check_nan = state.anomaly
     # A leaf whose AccumulateGrad has this one incoming edge, no hooks and nothing to capture is accumulated
     # as soon as its gradient is made, without a trip through the buffers and the heap. torch runs
@@ -226,7 +230,7 @@ def run_backward(
     state.grad_enabled = create_graph
     try:
         while heap:
-            node = heappop(heap)[1]
+            node = heappop(heap)[-1]
             buf = buffers.pop(node, None) or [None] * node._n_outputs
             bwa = node._backward_arrays if arrays_ok else None
             if bwa is not None and (node._hooks or node._pre_hooks):
@@ -284,10 +288,7 @@ def run_backward(
                     if check_nan or node._trace is not None:
                         _anomaly_check(node, grads)
                     if node._hooks:
-                        for fn in list(node._hooks):
-                            r = fn(grads, tuple(buf))
-                            if r is not None:
-                                grads = tuple(r)
+                        grads = _run_post_hooks(node, grads, tuple(buf))
             if not retain_graph:  # free what forward saved; saved_tensors now raises FREED_MSG
                 nd = node.__dict__
                 nd["_freed"] = True
@@ -330,11 +331,12 @@ def run_backward(
                 buf = grads = g = None
                 continue
 
+            leaf_queued = False  # a leaf of an earlier edge waits in the heap: later ones queue behind it
             for nx, g in zip(nexts, grads):
                 if nx is None:
                     continue
                 nxn, nr = nx
-                if (inline_leaves and nxn.__class__ is AccumulateGrad and deps[nxn] == 1
+                if (inline_leaves and not leaf_queued and nxn.__class__ is AccumulateGrad and deps[nxn] == 1
                         and not nxn._pre_hooks and nxn not in buffers):  # the last edge, none buffered
                     if g is not None:
                         if bwa is not None:  # a fresh array, the leaf's shape and dtype: its .grad adopts it
@@ -361,7 +363,11 @@ def run_backward(
                 c = deps[nxn] - 1
                 deps[nxn] = c
                 if not c:
-                    heappush(heap, (-nxn._seq, nxn))
+                    if nxn.__class__ is AccumulateGrad:  # torch runs a ready leaf before any ready op, in
+                        heappush(heap, (_LEAF_FIRST, next(leaf_order), nxn))  # the order they became ready
+                        leaf_queued = True
+                    else:
+                        heappush(heap, (-nxn._seq, nxn))
             # Drop this frame's references to the gradients just handed on, so a leaf can steal its
             # gradient (refcount test in _accumulate_into_leaf) instead of cloning it.
             buf = grads = g = None
@@ -386,6 +392,31 @@ def run_backward(
                 )
         return tuple(captured)
     return None
+
+
+def _run_post_hooks(node, grads: tuple, grad_outputs: tuple) -> tuple:
+    """Run node's post-hooks on torch's view of its gradients: grad_inputs has one entry per edge of
+    next_functions (`_next` keeps one per forward argument: the dims and numbers torch has no edge for are
+    left out). A hook's returned tuple, in that view, replaces the gradients it shows."""
+    pos = node._torch_positions()
+    for fn in list(node._hooks):
+        shown = grads if pos is None else tuple(None if i is None else grads[i] for i in pos)
+        r = fn(shown, grad_outputs)
+        if r is None:
+            continue
+        r = tuple(r)
+        if len(r) != len(shown):
+            raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has returned an incorrect number of "
+                               f"values (got {len(r)}, but expected {len(shown)})")
+        if pos is None:
+            grads = r
+        else:
+            out = list(grads)
+            for i, g in zip(pos, r):
+                if i is not None:
+                    out[i] = g
+            grads = tuple(out)
+    return grads
 
 
 def _settle_leaves_after_error(root_nodes, done, started, late) -> None:

@@ -59,19 +59,29 @@ class Node:
         (None, 0) for one without a gradient. The graph keeps one entry per forward argument (`_next`), a
         bare None (which backward's loops skip without unpacking) for a dim, a number or an index tensor
         too; torch has no edge for those, unless the op names its operands (`_edges`: `x - 2` has two)."""
+        edges = self._next
+        pos = self._torch_positions()
+        shown = edges if pos is None else [None if i is None else edges[i] for i in pos]
+        return tuple(_NO_EDGE if e is None else _past_copies(e) for e in shown)
+
+    def _torch_positions(self) -> tuple | None:
+        """Where each of torch's edges (next_functions) is in `_next`: an index, or None for an argument past
+        the recorded ones; None when torch's edges are `_next` itself. A post-hook's grad_inputs follow it."""
         edges, meta = self._next, self._input_meta
         order = self._torch_edges
         if order is not None:
-            shown = [edges[i] if i < len(edges) else None for i in order]
-        elif getattr(self, "_edges", 0) or meta is None or len(meta) != len(edges):
-            shown = edges
-        else:
-            shown = [e for e, m in zip(edges, meta)
-                     if e is not None or (m is not None and m[1].is_floating_point)]
-        return tuple(_NO_EDGE if e is None else _past_copies(e) for e in shown)
+            return tuple(i if i < len(edges) else None for i in order)
+        if getattr(self, "_edges", 0) or meta is None or len(meta) != len(edges):
+            return None
+        pos = tuple(i for i, (e, m) in enumerate(zip(edges, meta))
+                    if e is not None or (m is not None and m[1].is_floating_point))
+        return None if len(pos) == len(edges) else pos
 
     def register_hook(self, fn):
-        """fn(grad_inputs, grad_outputs) runs after this node's backward; may return new grad_inputs."""
+        """fn(grad_inputs, grad_outputs) runs after this node's backward; may return new grad_inputs. As in
+        torch, grad_inputs has one entry per edge of `next_functions` (None where no gradient flows) and
+        grad_outputs one per output of the node; the hooks of one backward pass run in its order, so hooks
+        on every node observe the pass node by node (app/insight/autograd_trace.py does)."""
         if self._hooks is None:
             self._hooks = []
         self._hooks.append(fn)
@@ -117,6 +127,21 @@ class _RemovableHandle:
 
     def __exit__(self, *exc):
         self.remove()
+
+
+class _LeafHookHandle(_RemovableHandle):
+    """A leaf hook's handle: counts the hook in AccumulateGrad._hooked until remove() takes it out."""
+
+    def __init__(self, inner: _RemovableHandle) -> None:
+        super().__init__(inner._container, inner._item)
+        AccumulateGrad._hooked += 1
+        self._counted = True
+
+    def remove(self):
+        if self._counted:
+            self._counted = False
+            AccumulateGrad._hooked = max(0, AccumulateGrad._hooked - 1)
+        super().remove()
 
 
 class _NoGradCtx:
@@ -366,17 +391,17 @@ class AccumulateGrad(Node):
         self._input_meta = [(tensor._shape, tensor._dtype)]
         self._seq = _next_seq()
 
-    # Set once any leaf gets a hook: from then on backward schedules by dependency counts (leaf accumulation
-    # timed exactly as torch's, which hooks can observe) instead of by sequence number alone (run_backward).
-    _hooked = False
+    # How many leaf hooks are registered and not removed: while any is, backward schedules by dependency
+    # counts (leaf accumulation timed exactly as torch's, which hooks can observe) instead of by sequence
+    # number alone (run_backward). A hook whose leaf dies without remove() keeps counting (the slower
+    # schedule is only slower).
+    _hooked = 0
 
     def register_hook(self, fn):
-        AccumulateGrad._hooked = True
-        return super().register_hook(fn)
+        return _LeafHookHandle(super().register_hook(fn))
 
     def _add_pre_hook(self, output_nr, fn):
-        AccumulateGrad._hooked = True
-        return super()._add_pre_hook(output_nr, fn)
+        return _LeafHookHandle(super()._add_pre_hook(output_nr, fn))
 
     @property
     def variable(self):

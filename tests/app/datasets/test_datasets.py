@@ -93,6 +93,23 @@ def test_digits_image_layout_gives_one_channel_8x8_images():
     np.testing.assert_array_equal(image.x_train.reshape(len(image.x_train), 64), flat.x_train)
 
 
+def test_shapes_are_colour_images_whose_class_is_the_shape_drawn():
+    d = load_dataset({"name": "shapes", "n_samples": 200, "size": 24, "noise": 0.0, "normalize": "none",
+                      "val_fraction": 0.0})
+    assert d.input_shape == (3, 24, 24) and d.x_train.dtype == np.float32 and d.num_classes == 4
+    assert np.bincount(d.y_train).tolist() == [50, 50, 50, 50]
+    # the foreground: pixels unlike the corner (background) colour; how much of its bounding box it fills
+    # tells the shape: square 1, circle pi/4, triangle 1/2, cross 7/16
+    fill = {c: [] for c in range(4)}
+    for x, y in zip(d.x_train, d.y_train):
+        fg = np.abs(x - x[:, :1, :1]).sum(axis=0) > 1e-6
+        rows, cols = np.nonzero(fg)
+        box = (rows.max() - rows.min() + 1) * (cols.max() - cols.min() + 1)
+        fill[int(y)].append(fg.sum() / box)
+    means = [np.mean(fill[c]) for c in range(4)]
+    assert means[1] > 0.95 and 0.7 < means[0] < 0.85 and means[2] < means[0] and means[3] < means[2], means
+
+
 def test_reconstruction_task_targets_are_the_normalised_inputs():
     d = load_dataset({"name": "digits", "task": "reconstruction"})
     assert d.task == "reconstruction" and d.num_classes is None

@@ -417,7 +417,7 @@ def _examples():
     doc.set_training("grad_clip", 1.0)
     doc.meta = {"notes": "example"}
     yield "mixed", doc.to_dict()
-    yield "minimal", {"format": "wiregrad.graph", "version": 1}
+    yield "minimal", {"format": "wiregrad.graph", "version": 2}
     for path in sorted((ROOT / "assets" / "examples").glob("*.json")):
         yield path.name, json.loads(path.read_text())
 

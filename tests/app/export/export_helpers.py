@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,3 +39,27 @@ def engine_forward(model, x: np.ndarray) -> np.ndarray:
 
     with engine.no_grad():
         return model(engine.from_numpy(x)).numpy()
+
+
+def run_torchrun(script: Path, out: Path, epochs: int = 1) -> tuple[dict, dict]:
+    """Train an exported script under torchrun with two Gloo processes on the CPU; each rank's final
+    weights (torch tensors by name)."""
+    from safetensors.torch import load_file
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+           "--distributed", "--device", "cpu", "--epochs", str(epochs), "--out", str(out),
+           "--save-every-rank"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=script.parent, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 process(es)" in proc.stdout
+    return load_file(out / "model_rank0.safetensors"), load_file(out / "model_rank1.safetensors")
+
+
+def initial_weights(script: Path) -> dict:
+    """The script's model as it starts (seeded like the script), as a state dict."""
+    import torch
+
+    module = load_script(script, f"initial_weights_{script.parent.name}")
+    torch.manual_seed(module.SEED)
+    return module.Model().state_dict()

@@ -16,19 +16,30 @@ from app.export.importer import import_module, import_target
 
 def canonical(doc: Document) -> list[tuple[Any, ...]]:
     """The graph without ids and positions: per node in topological order its type, resolved params
-    (Input: the shape only matters when it is not taken from the dataset) and input positions."""
-    info = infer_shapes(doc)
-    order = [n for n in info.order]
+    (Input: the shape only matters when it is not taken from the dataset) and input positions. Blocks
+    count as the layers they expand to (a block's port passes its input on, so wires follow through it)."""
+    from app.document.blocks import expand
+
+    flat = expand(doc)
+    info = infer_shapes(flat)
+    feeds = {e.dst: e.src for e in flat.edges if flat.nodes[e.dst].type == "BlockPort"}
+
+    def source(nid: str) -> str:
+        while flat.nodes[nid].type == "BlockPort":
+            nid = feeds[nid]
+        return nid
+
+    order = [n for n in info.order if flat.nodes[n].type != "BlockPort"]
     place = {n: i for i, n in enumerate(order)}
     out = []
     for nid in order:
-        node = doc.nodes[nid]
+        node = flat.nodes[nid]
         params = get_spec(node.type).resolve_params(node.params)
         if node.type == "Input" and params["dataset_driven"]:
             params.pop("shape")
         for key in ("init", "init_gain", "init_std", "init_value"):
             params.pop(key, None)  # a training-time choice, not part of a torch module
-        sources = tuple(place[e.src] for e in doc.incoming(nid))
+        sources = tuple(place[source(e.src)] for e in flat.incoming(nid))
         out.append((node.type, tuple(sorted(params.items(), key=lambda kv: kv[0])), sources))
     return out
 
@@ -249,3 +260,144 @@ def test_the_cli_exports_every_format_and_imports_back(tmp_path, capsys):
     assert "needs --weights" in capsys.readouterr().err
     assert main(["import", f"{tmp_path / 'train_model.py'}:Model", "-o", str(tmp_path / "back.json")]) == 0
     assert canonical(load_document(tmp_path / "back.json")) == canonical(load_document(graph))
+
+
+class BasicBlock(nn.Module):
+    """A ResNet basic block; a projection shortcut when the shape changes."""
+
+    def __init__(self, cin, cout, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                            nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        shortcut = x if self.downsample is None else self.downsample(x)
+        return torch.relu(out + shortcut)
+
+
+class TinyResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(1, 4, 3, padding=1)
+        self.layer1 = nn.Sequential(BasicBlock(4, 4), BasicBlock(4, 4))
+        self.layer2 = nn.Sequential(BasicBlock(4, 8, stride=2), BasicBlock(8, 8))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.flat = nn.Flatten()
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(self.flat(self.pool(self.layer2(self.layer1(torch.relu(self.stem(x)))))))
+
+
+def _torch_name(doc_key: str) -> str:
+    """The PyTorch name of one of the imported document's weights: ids are module paths with "_" for "."
+    (this model's own names have no "_"): `layer2_0.downsample_0.weight` is `layer2.0.downsample.0.weight`."""
+    module, leaf = doc_key.rsplit(".", 1)
+    return f"{module.replace('_', '.')}.{leaf}"
+
+
+def test_a_module_class_used_several_times_becomes_a_block_with_instances_and_a_repeat():
+    from app.document import loads_document
+    from app.document.document import dumps_document
+
+    doc = import_module(TinyResNet(), (1, 8, 8))
+    assert validate(doc, (1, 8, 8)) == []
+    assert set(doc.blocks) == {"BasicBlock", "BasicBlock_2"}  # with and without the projection shortcut
+    plain, projecting = doc.blocks["BasicBlock"], doc.blocks["BasicBlock_2"]
+    assert plain.layers() == ["conv1", "bn1", "relu", "conv2", "bn2", "add", "relu_2"]
+    assert "downsample_0" in projecting.layers() and "downsample_1" in projecting.layers()
+    assert plain.input_ports() == ["in"] and plain.output_ports() == ["out"]
+    # layer1's two equal blocks: one instance repeating twice, named like the nn.Sequential
+    assert doc.nodes["layer1"].params == {"block": "BasicBlock", "repeat": 2}
+    # what the instances differ in is a block parameter: layer2's second block is 8 channels wide
+    assert plain.params["out_channels"].targets == [("conv1", "out_channels"), ("conv2", "out_channels")]
+    assert plain.params["out_channels"].default == 4
+    assert doc.nodes["layer2_1"].params == {"block": "BasicBlock", "out_channels": 8}
+    assert [n.type for n in doc.nodes.values()].count("Block") == 3
+    again = loads_document(dumps_document(doc))  # a valid version-2 file
+    assert again == doc
+
+
+def test_an_imported_block_model_predicts_like_the_torch_model_in_the_engine_and_exported_back(tmp_path):
+    import numpy as np
+
+    from app.compile import compile_document
+    from app.export.weights import load_into_engine, save_weights
+
+    torch.manual_seed(0)
+    net = TinyResNet()
+    with torch.no_grad():  # running statistics away from 0 and 1, so they matter
+        for m in net.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    doc = import_module(net, (1, 8, 8))
+    model = compile_document(doc, (1, 8, 8))
+    torch_state = net.state_dict()
+    state = {k: torch_state[_torch_name(k)].numpy() for k in model.state_dict()}
+    assert len(state) == len(torch_state)  # every tensor of the torch model has its place
+    load_into_engine(model, state)
+    model.eval()
+    x = np.random.default_rng(0).standard_normal((4, 1, 8, 8)).astype(np.float32)
+    with torch.no_grad():
+        want = net(torch.from_numpy(x)).numpy()
+    import engine
+
+    with engine.no_grad():
+        np.testing.assert_allclose(model(engine.from_numpy(x)).numpy(), want, atol=1e-5, rtol=0)
+    weights = save_weights(state, tmp_path / "w.safetensors")
+    doc.set_training("dataset", {"name": "digits", "layout": "image"})  # 1×8×8 samples, as the model takes
+    module = load_script(export_pytorch(doc, tmp_path / "back.py", weights=weights), "imported_blocks_back")
+    back = module.Model()
+    from safetensors.torch import load_file
+
+    back.load_state_dict(load_file(str(weights)), strict=True)
+    back.eval()
+    assert type(back.layer1[0]).__name__ == "BasicBlock" and type(back.layer2_0).__name__ == "BasicBlock_2"
+    with torch.no_grad():
+        np.testing.assert_allclose(back(torch.from_numpy(x)).numpy(), want, atol=1e-5, rtol=0)
+
+
+def test_a_block_document_survives_export_then_import(tmp_path):
+    from test_pytorch_blocks import block_doc
+
+    doc = block_doc()
+    back = import_target(f"{export_pytorch(doc, tmp_path / 'train_model.py')}:Model")
+    assert canonical(back) == canonical(doc)
+    assert back.nodes["stage"].params["repeat"] == 3 and back.nodes["stage"].params["block"] == "ResBlock"
+    assert [p for p in validate(back) if p.severity == "error"] == []
+
+
+def test_a_module_called_twice_gives_an_instance_per_call_of_one_definition():
+    class Act(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.mid = Act(), Act(), nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.a(self.mid(self.a(self.b(x))))  # `a` runs twice
+
+    doc = import_module(Net(), (4,))
+    assert validate(doc, (4,)) == []
+    assert list(doc.blocks) == ["Act"] and doc.blocks["Act"].layers() == ["fc", "relu"]
+    blocks = [n for n in doc.nodes.values() if n.type == "Block"]
+    # b then a's first call: alike and in a row, so one instance repeating twice; then mid, a's second call
+    assert [(n.params.get("repeat", 1)) for n in blocks] == [2, 1]
+    assert [n.type for n in doc.nodes.values()] == ["Input", "Block", "Linear", "Block", "Output"]

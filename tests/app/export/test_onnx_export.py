@@ -112,13 +112,18 @@ def test_the_export_dialog_says_the_onnx_model_takes_raw_inputs(qtbot, tmp_path)
     win.show()
     qtbot.waitExposed(win)
     try:
+        def exported() -> str:  # "Exported" once the export checked out against the engine (test_check.py)
+            qtbot.waitUntil(lambda: win.statusBar().currentMessage().startswith("Exported"), timeout=60_000)
+            return win.statusBar().currentMessage()
+
         assert win.export_to("onnx", tmp_path / "digits.onnx") and not errors
-        message = win.statusBar().currentMessage()
-        assert message == ("Exported digits.onnx with freshly initialised weights: raw inputs (normalisation "
-                           "inside), class names and mean/std in the metadata")
+        message = exported()
+        assert message.startswith("Exported digits.onnx (checked: ") and message.endswith(
+            " with freshly initialised weights: raw inputs (normalisation inside), class names and mean/std "
+            "in the metadata")
         win.grab().save(str(tmp_path / "export_onnx.png"))
         assert win.export_to("pytorch", tmp_path / "train_digits.py") and not errors
-        assert "(in train_digits.safetensors and digits.npz beside it)" in win.statusBar().currentMessage()
+        assert "(in train_digits.safetensors and digits.npz beside it)" in exported()
         assert (tmp_path / "digits.npz").exists()
     finally:
         win.training.shutdown()
@@ -141,9 +146,6 @@ def test_image_inputs_are_normalised_per_channel_inside_the_graph(tmp_path):
 @pytest.mark.parametrize("make_doc", [image_doc, sequence_doc, *NEW_LAYER_DOCS])
 def test_many_layer_kinds_run_in_onnxruntime_like_the_engine(make_doc, tmp_path):
     doc = make_doc()
-    if make_doc is sequence_doc:  # attention has no ONNX emitter; the rest of the graph does
-        doc.remove_node("attn")
-        doc.connect("gru", "out", "both", "in", index=0)
     input_id = next(n for n in doc.nodes if doc.nodes[n].type == "Input")
     shape = doc.resolved_params(input_id)["shape"]
     model = engine_model(doc, shape)
@@ -157,8 +159,24 @@ def test_many_layer_kinds_run_in_onnxruntime_like_the_engine(make_doc, tmp_path)
 
 
 def test_a_layer_onnx_cannot_express_is_named_in_the_error(tmp_path):
-    with pytest.raises(ExportError, match="not supported for ONNX: node attn \\(MultiheadAttention\\)"):
-        export_onnx(sequence_doc(), tmp_path / "m.onnx")
+    doc = sequence_doc()
+    doc.add_node("TransformerEncoderLayer", {"nhead": 2}, node_id="enc")
+    doc.disconnect("attn", "out", "both", "in")
+    doc.connect("gru", "out", "enc", "in")
+    doc.connect("enc", "out", "both", "in", index=0)
+    with pytest.raises(ExportError, match="not supported for ONNX: node enc \\(TransformerEncoderLayer\\)"):
+        export_onnx(doc, tmp_path / "m.onnx")
+
+
+def test_self_attention_without_biases_matches_the_engine(tmp_path):
+    doc = sequence_doc()
+    doc.set_param("attn", "bias", False)
+    model = engine_model(doc, (8, 8))
+    model.eval()
+    path = export_onnx(doc, tmp_path / "m.onnx", weights=state_dict_arrays(model.state_dict()))
+    x = np.random.default_rng(4).standard_normal((3, 8, 8)).astype(np.float32)
+    (got,) = _session(path).run(None, {"x": x})
+    np.testing.assert_allclose(got, engine_forward(model, x), atol=1e-5, rtol=0)
 
 
 def test_missing_weights_are_reported_with_the_node_and_name(tmp_path):
@@ -186,3 +204,20 @@ def test_adaptive_max_pooling_onnx_cannot_express_is_named_in_the_error(tmp_path
     doc.set_param("amax", "output_size", [4, 5])  # 13 rows into 4: windows of different sizes
     with pytest.raises(ExportError, match=r"node amax \(AdaptiveMaxPool2d\) from \(13, 15\) to \(4, 5\)"):
         export_onnx(doc, tmp_path / "m.onnx")
+
+
+def test_a_document_with_blocks_exports_its_expanded_layers_and_matches_the_engine(tmp_path):
+    """Repeated, nested and two-port blocks: the ONNX graph computes what the engine's nested modules do,
+    reading the weights by path (stage.0.fc1.weight)."""
+    from test_pytorch_blocks import block_doc
+
+    doc = block_doc()
+    norm = load_split(doc).normalization
+    model = engine_model(doc, (2,))
+    path = export_onnx(doc, tmp_path / "blocks.onnx", weights=state_dict_arrays(model.state_dict()))
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    raw = norm.invert(np.random.default_rng(7).standard_normal((6, 2)).astype(np.float32))
+    (got,) = _session(path).run(None, {"x": raw})
+    np.testing.assert_allclose(got, engine_forward(model, norm.apply(raw)), atol=1e-5, rtol=0)
+    names = {t.name for t in onnx.load(str(path)).graph.initializer}
+    assert {"stage/0/fc1.weight", "stage/2/fc2.bias", "outer/res/fc1.weight", "mix/fc.weight"} <= names

@@ -1,7 +1,6 @@
 """The exported PyTorch script: same outputs as the engine, same data, trains, and runs under torchrun."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -9,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from export_helpers import ROOT, engine_forward, engine_model, load_script
+from export_helpers import ROOT, engine_forward, engine_model, initial_weights, load_script, run_torchrun
 
 from app.datasets import load_dataset
 from app.document import Document
@@ -194,6 +193,7 @@ def test_the_generated_script_passes_ruff(tmp_path):
     {"name": "digits"},  # standard: near-constant border pixels get a floor on their scale
     {"name": "sine", "n_samples": 30, "task": "reconstruction"},
     {"name": "xor"}, {"name": "moons"}, {"name": "circles"}, {"name": "blobs", "n_classes": 4},
+    {"name": "shapes", "n_samples": 24, "size": 8},
 ])
 def test_the_script_loads_the_same_data_as_wiregrad(spec, tmp_path):
     doc = Document()
@@ -235,27 +235,12 @@ def test_torchrun_with_two_gloo_processes_ends_with_the_same_weights_on_both_ran
     doc = load_document(ROOT / "assets" / "examples" / "spirals.json")
     doc.set_training("dataset", {"name": "spirals", "n_samples": 240})
     script = export_pytorch(doc, tmp_path / "train_model.py")
-    out = tmp_path / "run"
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
-           "--distributed", "--device", "cpu", "--epochs", "1", "--out", str(out), "--save-every-rank"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "2 process(es)" in proc.stdout
-    from safetensors.torch import load_file
-
-    rank0, rank1 = load_file(out / "model_rank0.safetensors"), load_file(out / "model_rank1.safetensors")
+    rank0, rank1 = run_torchrun(script, tmp_path / "run")
     assert set(rank0) == set(rank1)
-    initial = _initial_weights(script)
+    initial = initial_weights(script)
     assert any(not torch.equal(rank0[k], initial[k]) for k in rank0)  # they did train
     for name in rank0:
         assert torch.equal(rank0[name], rank1[name]), name
-
-
-def _initial_weights(script):
-    module = load_script(script, "initial_weights_probe")
-    torch.manual_seed(module.SEED)
-    return module.Model().state_dict()
 
 
 NEWER_OPTIMIZERS = [

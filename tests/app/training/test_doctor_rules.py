@@ -138,3 +138,35 @@ def test_records_serialise_to_json_with_nonfinite_values_as_text():
     m = _batch(0, float("nan"), {"fc1": float("inf")})
     d = json.loads(json.dumps(m.to_dict(), allow_nan=False))
     assert d["kind"] == "batch" and d["loss"] == "nan" and d["layer_grad_norms"] == {"fc1": "inf"}
+
+
+def _step(s, norm, lr=1e-3):
+    return BatchMetrics(0, s, s, 1.0, lr, 100.0, grad_norm=norm)
+
+
+def test_a_gradient_norm_climbing_at_one_lr_is_gradients_piling_up():
+    doc = _doctor()
+    norms = [1.0 + 0.5 * s for s in range(13)]  # rises every step, 7x in 12 steps
+    found = [f for s, n in enumerate(norms) for f in doc.check_batch(_step(s, n))]
+    assert [f.rule for f in found] == ["growing_gradients"]
+    assert found[0].evidence["grad_norms"] == norms and "zero_grad" in found[0].suggestion
+
+
+def test_a_norm_that_climbs_while_the_lr_warms_up_or_only_wanders_is_not_piling_up():
+    doc = _doctor()
+    warmup = [doc.check_batch(_step(s, 1.0 + s, lr=1e-4 * (s + 1))) for s in range(13)]
+    wander = [doc.check_batch(_step(13 + s, 1.0 + (s % 3))) for s in range(40)]
+    slow = [doc.check_batch(_step(53 + s, 1.0 + 0.1 * s)) for s in range(13)]  # rises, but 2.2x only
+    assert not any(warmup + wander + slow)
+
+
+def test_validation_below_chance_while_training_is_right_is_labels_that_dont_fit():
+    def epoch(e, train, val):
+        return EpochMetrics(e, 1.0, 1.0, train, val, 1e-3, 1.0, e * 10)
+
+    doc = _doctor()
+    assert doc.check_epoch(epoch(0, 0.9, 0.0)) == []  # one epoch is not enough to judge
+    [found] = doc.check_epoch(epoch(1, 0.9, 0.01))
+    assert found.rule == "labels_mismatch" and found.evidence == {"train_accuracy": 0.9, "val_accuracy": 0.01}
+    overfit = _doctor()
+    assert not overfit.check_epoch(epoch(0, 1.0, 0.3)) + overfit.check_epoch(epoch(1, 1.0, 0.2))

@@ -86,6 +86,17 @@ def test_embedding_fed_floats_is_refused_naming_the_input_to_change():
     assert "expects integer token ids (int64), got float32 from x; set x's dtype to int64" in p.message
 
 
+def test_token_ids_reach_an_embedding_inside_a_block_through_its_port():
+    from app.document import blocks
+
+    doc = _tokens(num_embeddings=17)
+    inst = blocks.group(doc, ["embed", "flat"], name="embedder")
+    assert errors_of(doc, deep=True) == []  # the port passes int64 on, as the wire did
+    doc.blocks["embedder"].graph.set_param("embed", "num_embeddings", 16)
+    p = only_error(doc)
+    assert p.node_id == f"{inst}/embed" and "set num_embeddings to 17" in p.message
+
+
 def test_an_embedding_smaller_than_the_pixel_values_is_refused_and_the_right_size_trains():
     p = only_error(_tokens(num_embeddings=16))
     assert p.node_id == "embed"

@@ -95,3 +95,17 @@ def test_runs_are_named_apart_and_listed_newest_first(tmp_path):
     assert [n.split(" · ")[0] for n in names] == ["cnn digits #1", "cnn digits #2", "cnn digits #3"]
     assert [r.name for r in list_runs(root)] == names[::-1]
     assert all("cnn_digits" in p.name for p in root.iterdir())
+
+
+def test_steps_per_epoch_come_from_the_run_record_when_it_says_them(tmp_path):
+    """A PyTorch run splits each epoch among its processes: its run record says how many batches each
+    trains, where the document's batch size and the dataset's size would count a single process's."""
+    from app.training.runs import run_steps_per_epoch
+
+    (tmp_path / "document.json").write_text(json.dumps({"training": {"batch_size": 10}}), encoding="utf-8")
+    record = {"kind": "run", "dataset": {"train": 100}}
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    assert run_steps_per_epoch(tmp_path) == 10
+    record["steps_per_epoch"] = 5
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    assert run_steps_per_epoch(tmp_path) == 5
