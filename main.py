@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 INSIDE_VIEWS = ("data", "predictions", "mistakes", "summary", "embedding")
+LEARN_VIEWS = ("lab", "stepper")  # gui/learn.py's views
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -17,9 +18,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="lay out the window at 1600x1000, render it to PNG and exit (works offscreen)")
     parser.add_argument("--theme", choices=("light", "dark"), help="default: follow the system")
     parser.add_argument("--select", metavar="NODE", help="select this node (shows it in the inspector)")
-    parser.add_argument("--tab", choices=("node", "training", *INSIDE_VIEWS),
-                        help="show this tab: node or training (the inspector's), or one of the views of "
-                             "the model: data, predictions, mistakes, summary, embedding")
+    parser.add_argument("--open-block", metavar="PATH",
+                        help="open this block instance on the canvas; layer2/down opens one inside it")
+    parser.add_argument("--tab", choices=("node", "training", *INSIDE_VIEWS, *LEARN_VIEWS),
+                        help="show this tab: node or training (the inspector's), one of the views of "
+                             "the model: data, predictions, mistakes, summary, embedding, or lab (the Tensor "
+                             "lab), stepper (the autograd stepper)")
     parser.add_argument("--train-steps", type=int, metavar="N",
                         help="with --screenshot: train N batches first, so the monitor has something to show")
     return parser.parse_args(argv)
@@ -45,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         doc = load_document(path)
     except DocumentError as exc:
         print(f"wiregrad: can't open {path}: {exc}", file=sys.stderr)
+        return 2
+    if args.open_block and (problem := block_path_problem(doc, args.open_block)):
+        print(f"wiregrad: --open-block {args.open_block}: {problem}", file=sys.stderr)
         return 2
     # a shipped example opens as an untitled copy, so Save never overwrites it
     example = example_name(path) if is_example(path) else None
@@ -87,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         window.show()
         app.processEvents()
         window.show_first_view()
+        for instance in args.open_block.split("/") if args.open_block else ():
+            window.editor.open_block(instance)
         if args.select:
             window.editor.view.ensureVisible(window.editor.node_item(args.select), 40, 40)
         app.processEvents()
@@ -95,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.tab in INSIDE_VIEWS:
             window.show_inside_view(args.tab)
             settle_inside_view(window, args.tab)
+        if args.tab in LEARN_VIEWS:
+            window.show_inside_view(args.tab)
+            if args.tab == "stepper":
+                window.learn.views["stepper"].go_to_middle()  # mid-backward
+            app.processEvents()
         if not window.grab().save(args.screenshot):
             print(f"wiregrad: can't write {args.screenshot}", file=sys.stderr)
             return 1
@@ -110,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     window.show()
     app.processEvents()  # the view must have its size before the first view is chosen
     window.show_first_view()
+    for instance in args.open_block.split("/") if args.open_block else ():
+        window.editor.open_block(instance)
     freeze_startup_objects()
-    if args.tab in INSIDE_VIEWS:
+    if args.tab in (*INSIDE_VIEWS, *LEARN_VIEWS):
         window.show_inside_view(args.tab)
     window.offer_recovery()
     return app.exec()
@@ -146,6 +162,17 @@ def train_for_screenshot(window, steps: int, timeout_s: float = 300.0) -> None:
     monitor.plots.redraw()
     monitor.dashboard.refresh()
     QApplication.processEvents()
+
+
+def block_path_problem(doc, path: str) -> str | None:
+    """Why `path` (instance ids from the top level down, "layer2/down") names no block to open, or None."""
+    graph = doc
+    for instance in path.split("/"):
+        node = graph.nodes.get(instance)
+        if node is None or node.type != "Block" or node.params.get("block") not in doc.blocks:
+            return f"there is no block instance {instance!r} to open there"
+        graph = doc.blocks[node.params["block"]].graph
+    return None
 
 
 def freeze_startup_objects() -> None:

@@ -43,6 +43,7 @@ FILE_FILTER = "Wiregrad graphs (*.json);;All files (*)"
 MONITOR_IDLE_H, MONITOR_TRAINING_FRACTION = 210, 0.42
 TRAINING_MIN_ZOOM = 0.6
 # File ▸ Export: kind -> (menu text, dialog title, file suffix, dialog filter)
+CHECKED_EXPORTS = ("pytorch", "onnx")  # run beside the engine after writing (app/export/check.py)
 EXPORTS = {
     "pytorch": ("&PyTorch script…", "Export a PyTorch training script", ".py", "Python scripts (*.py)"),
     "onnx": ("&ONNX…", "Export ONNX", ".onnx", "ONNX models (*.onnx)"),
@@ -125,6 +126,11 @@ class MainWindow(QMainWindow):
         self.inspector_dock = self.add_panel(self.inspector, "Inspector", Qt.RightDockWidgetArea, "inspector")
         self.resizeDocks([self.palette_dock, self.inspector_dock], [230, 330], Qt.Horizontal)
         self.palette_widget.add_requested.connect(self.editor.add_node_at_center)
+        # the palette's Blocks group: the document's definitions, and blocks added by double-click
+        self.palette_widget.set_document(self.editor.doc)
+        self.editor.document_replaced.connect(self.palette_widget.set_document)
+        self.palette_widget.block_add_requested.connect(self.editor.add_block)
+        self.palette_widget.message.connect(self.editor.show_message)
 
         self._status = QLabel()
         self.statusBar().addPermanentWidget(self._status)
@@ -148,6 +154,9 @@ class MainWindow(QMainWindow):
         from gui.see_inside import SeeInside
 
         self.see_inside = SeeInside(self, self.training)  # data, predictions, mistakes, summary, embedding
+        from gui.learn import LearnViews
+
+        self.learn = LearnViews(self, self.training)  # the Tensor lab (the Learn menu)
         self._idle_bottom_docks()
         self.training.panel.start_requested.connect(self.make_room_for_monitor)
         self.training.actions["start"].triggered.connect(self.make_room_for_monitor)
@@ -172,7 +181,8 @@ class MainWindow(QMainWindow):
 
     def _bottom_docks(self) -> list[QDockWidget]:
         t = self.training
-        return [t.monitor_dock, t.graph_dock, t.runs_dock, *self.see_inside.docks.values()]
+        return [t.monitor_dock, t.graph_dock, t.runs_dock, *self.see_inside.docks.values(),
+                *self.learn.docks.values()]
 
     def _idle_bottom_docks(self) -> None:
         """Before any run the Monitor's plots are empty, and squeezed short they look broken: the
@@ -192,9 +202,10 @@ class MainWindow(QMainWindow):
         self._make_room_below(self.training.monitor_dock, show_all=True)
 
     def show_inside_view(self, key: str) -> None:
-        """Show one of the "see inside" views (data, predictions, mistakes, summary, embedding) with a good
-        share of the height, as View ▸ Panels or `main.py --tab` do."""
-        self._make_room_below(self.see_inside.docks[key], show_all=False)
+        """Show one of the "see inside" views (data, predictions, mistakes, summary, embedding) or a Learn
+        view (lab) with a good share of the height, as View ▸ Panels, Learn or `main.py --tab` do."""
+        docks = {**self.see_inside.docks, **self.learn.docks}
+        self._make_room_below(docks[key], show_all=False)
 
     def _make_room_below(self, dock: QDockWidget, show_all: bool) -> None:
         """Raise a bottom dock with a good share of the height (`show_all`: the whole bottom group shows);
@@ -280,7 +291,7 @@ class MainWindow(QMainWindow):
 
         self.edit_menu = bar.addMenu("&Edit")
         for key in ("undo", "redo", None, "cut", "copy", "paste", "duplicate", "delete", None, "select_all",
-                    "rename"):
+                    "rename", None, "group", "ungroup", "open_block", "block_up", "make_unique"):
             if key is None:
                 self.edit_menu.addSeparator()
             else:
@@ -512,10 +523,9 @@ class MainWindow(QMainWindow):
         return True
 
     def _write(self, path: Path) -> bool:
-        view = self.editor.view
-        centre = view.mapToScene(view.viewport().rect().center())
+        zoom, centre = self.editor.top_view()  # the top level's, also while a block is open
         try:
-            self.doc.set_view(zoom=round(view.zoom, 4), center=[round(centre.x(), 1), round(centre.y(), 1)])
+            self.doc.set_view(zoom=round(zoom, 4), center=[round(centre.x(), 1), round(centre.y(), 1)])
             save_document(self.doc, path)
         except DocumentError as exc:
             self.show_error("Can't save the file", str(exc))
@@ -591,8 +601,65 @@ class MainWindow(QMainWindow):
             self.show_error("Can't export", f"{path.name}:\n{exc}")
             return False
         QApplication.restoreOverrideCursor()
-        self.statusBar().showMessage(f"Exported {path.name} with {which}", 8000)  # the name: it must fit
+        if kind not in CHECKED_EXPORTS:
+            self.statusBar().showMessage(f"Exported {path.name} with {which}", 8000)  # the name: it must fit
+            return True
+        # what matters first: a long `which` may run past the status bar's end
+        self.statusBar().showMessage(f"Checking {path.name} against the engine… (written with {which})")
+        self._check_export(kind, path, weights, which)
         return True
+
+    def _check_export(self, kind: str, path: Path, weights: dict[str, Any] | None, which: str) -> None:
+        """Run the export beside the engine on validation samples (app/export/check.py) on a thread:
+        the script's check starts a Python process, seconds the window must not freeze for. The verdict
+        comes back to `_export_checked`."""
+        from app.export.check import check_export
+        from gui.training_monitor import _CheckRunner
+
+        doc, base_dir = self.doc.copy(), self.path.parent if self.path else None  # edits may follow
+        runner = _CheckRunner()  # no parent: it outlives a closed window until its thread is done
+        runner.done.connect(self._export_checked)
+        runner.error.connect(self._export_checked)
+        self._export_checks = [r for r in getattr(self, "_export_checks", []) if r.thread.is_alive()]
+        runner.thread = runner.run(json.dumps([str(path), which]),
+                                   lambda: check_export(kind, path, doc, weights, base_dir=base_dir))
+        self._export_checks.append(runner)
+
+    def _export_checked(self, what: str, result: Any) -> None:
+        """Say what the check found: "Exported" only when the export matches the engine; a warning
+        when it disagrees or could not be run. The numbers are behind Details."""
+        path, which = json.loads(what)
+        name = Path(path).name
+        warn, detail = QMessageBox.Warning, None
+        if isinstance(result, str):  # the check itself failed (an exception's text)
+            status, title, icon = f"{name} was not checked: {result}", "Export not checked", warn
+            text = f"{name} was written with {which}, but the check could not run:\n{result}"
+        elif result.ok:
+            status = (f"Exported {name} (checked: largest difference {result.max_abs_diff:.2g} on "
+                      f"{result.n_samples} samples) with {which}")
+            title, icon = "Export checked", QMessageBox.Information
+            verdict = result.verdict.replace("checked: matches", "checked: it matches", 1)
+            text, detail = f"Exported {name} with {which}.\n\n{verdict[:1].upper()}{verdict[1:]}.", \
+                result.details()
+        elif result.checked:
+            status, title, icon, detail = result.message, "Export does not match the engine", warn, \
+                result.details()
+            text = (f"{name} was written, but it does not compute what the engine computes: "
+                    f"{result.verdict.removeprefix('check failed: ')}.\n\nDon't rely on it: the exporter has "
+                    "a bug (please report it) or the file was changed. Details has the numbers.")
+        else:
+            status, title, icon, detail = result.message, "Export not checked", warn, result.details()
+            text = f"{name} was written with {which}, but {result.verdict}."
+        self.statusBar().showMessage(status, 15000)
+        box = QMessageBox(icon, title, text, QMessageBox.Ok, self)
+        if detail:
+            box.setDetailedText(detail)
+        box.setStyleSheet("QLabel#qt_msgbox_label { min-width: 520px; } "  # Details: every line whole
+                          "QTextEdit { min-width: 640px; min-height: 150px; }")
+        box.setWindowModality(Qt.WindowModality.WindowModal)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.export_check_box = box  # the open box (tests read it)
+        box.open()
 
     def run_weights(self) -> dict[str, Any] | None:
         """The weights of the last run, as arrays, if it trained this very graph; else None. While

@@ -23,7 +23,9 @@ from app.training.preflight import preflight
 from app.training.probes import BoundaryGrid, Confusion, step_graph_for_document
 from app.training.runs import new_run_dir, read_run, run_name, run_steps_per_epoch
 from app.training.session import Failed, Finished, RunPlan, StateChanged, load_training_modules
+from gui.break_it import BreakIt
 from gui.bridge import AmpSteps, Batches, SessionBridge, collect_garbage_on_the_ui_thread_while
+from gui.launch import PyTorchRuns
 from widgets.canvas_overlay import CanvasDashboard
 from widgets.confusion_matrix import ConfusionMatrixView
 from widgets.decision_boundary import DecisionBoundaryView
@@ -118,6 +120,7 @@ class TrainingMonitor(QObject):
         self.runs = RunsPanel(self.runs_root)
         self.dashboard = CanvasDashboard(self.editor)
         self.checks = _CheckRunner(self)
+        self.pytorch = PyTorchRuns(self)  # Train with PyTorch…, Follow run folder… (gui/launch.py)
 
         predictions = QSplitter(Qt.Vertical)
         predictions.addWidget(self.boundary)
@@ -168,9 +171,13 @@ class TrainingMonitor(QObject):
         self.runs.train_on_requested.connect(lambda doc, path: self._reopen_run(doc, path)
                                              and self.train_on())
         self.checks.done.connect(self._check_done)
+        self.break_it = BreakIt(self)  # the panel's Break it: the correct run, then the broken one
         self.checks.error.connect(lambda what, msg: self.doctor.show_check_error(what, msg))
         self.editor.document_replaced.connect(self._document_replaced)
         self.editor.info_updated.connect(lambda _info: self._show_setup())
+        graph_changed = getattr(self.editor, "graph_changed", None)  # a block opened or closed on the canvas
+        if graph_changed is not None:
+            graph_changed.connect(self._canvas_level_changed)
         self._tint_timer = QTimer(self)
         self._tint_timer.setInterval(TINT_MS)
         self._tint_timer.timeout.connect(self.dashboard.refresh)
@@ -206,7 +213,10 @@ class TrainingMonitor(QObject):
                 (None, None, None, None, None),
                 ("graph", "Refresh computation &graph", self.refresh_graph, None, None),
                 ("lr_finder", "&LR range finder", self.run_lr_finder, None, "search"),
-                ("overfit", "&Overfit one batch", self.run_overfit_check, None, "check")):
+                ("overfit", "&Overfit one batch", self.run_overfit_check, None, "check"),
+                (None, None, None, None, None),
+                ("launch", "Train with &PyTorch…", self.pytorch.launch_dialog, None, "train"),
+                ("follow", "&Follow run folder…", self.pytorch.follow_dialog, None, None)):
             if key is None:
                 menu.addSeparator()
                 continue
@@ -226,7 +236,8 @@ class TrainingMonitor(QObject):
                    "reset": state not in ACTIVE_STATES and any(
                        x is not None for x in (self.session, self.reopened, self.loaded_weights)),
                    "train_on": self.can_train_on(), "load_weights": state not in ACTIVE_STATES,
-                   "lr_finder": not busy, "overfit": not busy}
+                   "lr_finder": not busy, "overfit": not busy, "launch": state not in ACTIVE_STATES,
+                   "follow": state not in ACTIVE_STATES}
         for key, on in enabled.items():
             self.actions[key].setEnabled(on)
         self.panel.set_state(state, has_weights=self.can_continue())
@@ -248,11 +259,13 @@ class TrainingMonitor(QObject):
         self.window.statusBar().showMessage(text, msec)
 
     # --- commands -----------------------------------------------------------------------------------------
-    def start(self, epochs: int | None = None) -> SessionBridge | None:
-        """Train the canvas's graph in a new run (a fresh model; the previous run stays in Runs)."""
+    def start(self, epochs: int | None = None, doc: Document | None = None,
+              label: str | None = None) -> SessionBridge | None:
+        """Train the canvas's graph (or `doc`, a variant of it: Break it's) in a new run (a fresh model; the
+        previous run stays in Runs), named with `label` after its number when given."""
         if self.is_active():
             return self.session
-        doc = self.editor.doc
+        doc = doc if doc is not None else self.editor.doc
         # what the compiler refuses, with the dataset's sample shape as the trainer will see it; a node off
         # the path to the Output is only a warning (left out)
         path = getattr(self.window, "path", None)
@@ -267,7 +280,7 @@ class TrainingMonitor(QObject):
         graph = self.graph_name()
         try:
             self.runs_root.mkdir(parents=True, exist_ok=True)
-            name = run_name(self.runs_root, graph)
+            name = run_name(self.runs_root, graph) + (f" · {label}" if label else "")
             run_dir = new_run_dir(self.runs_root, graph)
         except OSError as exc:  # a read-only or full disk, a file where the runs folder should be
             self._refuse_unwritable(exc)
@@ -331,14 +344,9 @@ class TrainingMonitor(QObject):
     def _refuse_start(self, errors: list[Problem]) -> None:
         """Say why Start is refused: one plain line per problem, the first node at fault selected and
         centred on the canvas, and a traceback (when the deep check caught one) behind Details."""
-        doc = self.editor.doc
-        at_fault = next((p.node_id for p in errors if p.node_id in doc.nodes), None)
-        if at_fault is not None:
-            scene = self.editor.scene
-            scene.select_nodes([at_fault])
-            item = scene.nodes.get(at_fault)
-            if item is not None:
-                self.editor.view.center_on(item.sceneBoundingRect().center())
+        for problem in errors:  # a path inside blocks (stage2/0/conv1) opens the blocks on the way
+            if problem.node_id is not None and self.editor.reveal(problem.node_id):
+                break
         lines = [format_problem(p) for p in errors[:8]]
         if len(errors) > 8:
             lines.append(f"… and {len(errors) - 8} more")
@@ -524,10 +532,17 @@ class TrainingMonitor(QObject):
         if path:
             self.load_weights(path)
 
+    def _canvas_level_changed(self, _graph: object = None) -> None:
+        """The canvas shows another level (a block opened or closed): tint it, and show the gradient norms
+        of the same level."""
+        self.plots.show_grad_level(tuple(getattr(self.editor.scene, "path", ()) or ()))
+        self.dashboard.refresh()
+
     def load_weights(self, source: str | os.PathLike[str]) -> bool:
         """Load a .safetensors file's (or a checkpoint's) tensors into the open graph, matched by node id,
         parameter name and shape: they become the initial weights of the next Start and of Export. The
         report (what matched, what did not and why) is shown in a dialog."""
+        from app.document.blocks import expand
         from app.export import ExportError
         from app.export.onnx_export import initial_state
         from app.export.weights import read_state_dict
@@ -549,7 +564,7 @@ class TrainingMonitor(QObject):
         except Exception as exc:  # noqa: BLE001 - a graph that does not compile yet
             self.window.show_error("Can't load the weights", f"the graph does not build: {exc}")
             return False
-        match = match_weights(own, arrays, Path(source).name)
+        match = match_weights(own, arrays, Path(source).name, nodes=expand(self.editor.doc).nodes)
         if not match.loaded:
             self.window.show_error("Can't load the weights", "\n".join(match.lines()))
             return False
@@ -632,12 +647,9 @@ class TrainingMonitor(QObject):
         self.findings = []
 
     def focus_node(self, node_id: str) -> None:
-        """Select and centre a canvas node (from a finding or a clicked op)."""
-        item = self.editor.scene.nodes.get(node_id)
-        if item is None:
-            return
-        self.editor.scene.select_nodes([node_id])
-        self.editor.view.centerOn(item)
+        """Select and centre a canvas node (from a finding or a clicked op); a layer inside blocks is named
+        by its path, and the canvas opens the blocks on the way to it."""
+        self.editor.reveal(node_id)
 
     def refresh_graph(self) -> None:
         """Draw the autograd graph of one step: from the live run, or from a fresh model."""
@@ -701,8 +713,20 @@ class TrainingMonitor(QObject):
             if last is not None:  # a failed run: where it got to
                 self.panel.show_position(last.epoch, last.batch + 1, int(doc.training["epochs"]),
                                          run_steps_per_epoch(path))
+            torch_weights = path / "model.safetensors"  # a run PyTorch trained (`wiregrad launch`)
+            if not ckpt.is_file() and torch_weights.is_file():
+                from app.export import ExportError
+                from app.export.weights import load_weights
+
+                try:
+                    self.loaded_weights = LoadedWeights(name, load_weights(torch_weights), from_run=True)
+                except ExportError as exc:
+                    self.status(f"{name}: its weights can't be read ({exc}); opened its graph only", 10000)
+                else:
+                    self.status(f"Opened {name} with the weights PyTorch trained: Start trains from them, "
+                                "Export writes them", 10000)
             self._sync_actions()
-            if not ckpt.is_file():
+            if not ckpt.is_file() and self.loaded_weights is None:
                 self.status(f"Opened the graph {name} trained (the run kept no checkpoint)", 8000)
             return True
         cursor = meta.get("cursor") or {}
@@ -803,7 +827,8 @@ class TrainingMonitor(QObject):
         info = plan.info
         classify = info.dataset.get("task") == "classification"
         self._configure_predictions(list(info.dataset.get("input_shape") or []) == [2], classify)
-        self.status(f"Engine: training {info.parameters:,} parameters on {info.dataset['name']} "
+        who = getattr(self.session, "engine_label", "Engine")  # "PyTorch" for a run torchrun trains
+        self.status(f"{who}: training {info.parameters:,} parameters on {info.dataset['name']} "
                     f"({info.dataset['train']} samples) on {info.device}")
 
     def _on_batches(self, batches: Batches) -> None:
@@ -825,7 +850,8 @@ class TrainingMonitor(QObject):
             self.panel.show_progress(m.epoch, m.batch, plan.epochs, plan.steps_per_epoch,
                                      m.samples_per_second, plan.start_epoch)
         if self.state == "running":
-            self.status(f"Engine: training — epoch {m.epoch + 1}, batch {m.batch + 1}, loss {m.loss:.4g}")
+            who = getattr(self.session, "engine_label", "Engine")
+            self.status(f"{who}: training — epoch {m.epoch + 1}, batch {m.batch + 1}, loss {m.loss:.4g}")
 
     def _on_epoch(self, m: Any) -> None:
         self.plots.add_epoch(m)

@@ -47,17 +47,23 @@ def _no_leaked_engine_state():
 def editor(qtbot):
     """The real node editor on the small chain document, shown offscreen and fitted to view (for the widget
     tests and the shell's; Qt is imported only by the tests that ask for it)."""
-    from gui_helpers import chain_document
+    from gui_helpers import chain_document, show_editor
 
-    from widgets.node_editor import NodeEditor
+    return show_editor(qtbot, chain_document())
 
-    ed = NodeEditor(chain_document())
-    qtbot.addWidget(ed)
-    ed.resize(1400, 700)
-    ed.show()
-    qtbot.waitExposed(ed)
-    ed.fit_to_view()
-    return ed
+
+@pytest.fixture
+def plots(qtbot):
+    """The live training plots, shown offscreen at a realistic size (45 batches an epoch)."""
+    from widgets.plots import TrainingPlots
+
+    p = TrainingPlots()
+    qtbot.addWidget(p)
+    p.resize(1200, 420)
+    p.show()
+    qtbot.waitExposed(p)
+    p.set_steps_per_epoch(45)
+    return p
 
 
 @pytest.fixture

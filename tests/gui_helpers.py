@@ -86,3 +86,35 @@ def open_window(qtbot, tmp_path, doc, **kwargs):
     win.show()
     qtbot.waitExposed(win)
     return win
+
+
+def main_screenshot(tmp_path, *args: str, timeout: float = 120):
+    """Run `main.py ARGS --theme light --screenshot PNG` offscreen in a child process (runs kept under
+    tmp_path) and return the picture as a QImage; fails with the child's stderr when it exits non-zero."""
+    import os
+    import subprocess
+    import sys
+
+    from PySide6.QtGui import QImage
+
+    out = tmp_path / "screenshot.png"
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "WIREGRAD_RUNS": str(tmp_path / "runs")}
+    result = subprocess.run([sys.executable, str(root / "main.py"), *args, "--theme", "light",
+                             "--screenshot", str(out)], env=env, cwd=root, capture_output=True, text=True,
+                            timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    return QImage(str(out))
+
+
+def show_editor(qtbot, doc: Document, width: int = 1400, height: int = 700):
+    """The real node editor on `doc`, shown offscreen at a realistic size and fitted to view."""
+    from widgets.node_editor import NodeEditor
+
+    ed = NodeEditor(doc)
+    qtbot.addWidget(ed)
+    ed.resize(width, height)
+    ed.show()
+    qtbot.waitExposed(ed)
+    ed.fit_to_view()
+    return ed

@@ -1,7 +1,12 @@
 """The canvas as a dashboard: while training, nodes and wires are tinted by a live per-layer metric
 (gradient norm, activation mean/std, dead-unit fraction) with a legend, each node shows a sparkline
 of its gradient norm, and a node the doctor blames gets a red ring. Items are children of the
-editor's NodeItem/WireItem, so the node editor itself knows nothing of training."""
+editor's NodeItem/WireItem, so the node editor itself knows nothing of training.
+
+Training reports per layer of the expanded graph, by path (`stage2/0/conv1`). The canvas shows one level:
+the top (a block instance is one node) or a block opened through an instance path (the scene's `path`,
+e.g. ("stage2", "0")); each node there gets the root of the sum of squares of its layers' gradient norms
+(`group_norms`), and for the activation metrics the values of its last layer."""
 from __future__ import annotations
 
 import math
@@ -19,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.document.blocks import SEP, inside, top_level
 from widgets.theme import current_theme
 
 SPARK_LEN = 80
@@ -48,6 +54,23 @@ def ramp(t: float, stops: tuple = _STOPS) -> QColor:
                                    a.greenF() + (b.greenF() - a.greenF()) * u,
                                    a.blueF() + (b.blueF() - a.blueF()) * u)
     return QColor(stops[-1][1])
+
+
+def node_of(path: str, scope: tuple[str, ...] | list[str]) -> str | None:
+    """The node shown at `scope` (() : the top level; else an opened instance's path) that the layer at
+    `path` is, or belongs to; None when it lies outside."""
+    return inside(path, list(scope)) if scope else top_level(path)
+
+
+def group_norms(norms: dict[str, float], scope: tuple[str, ...] | list[str] = ()) -> dict[str, float]:
+    """One gradient norm per node shown at `scope`: the root of the sum of squares of its layers' norms
+    (the norm of all its parameters' gradients together). Non-finite stays non-finite."""
+    sums: dict[str, float] = {}
+    for path, v in norms.items():
+        key = node_of(path, scope)
+        if key is not None:
+            sums[key] = sums.get(key, 0.0) + v * v  # inf stays inf, NaN NaN
+    return {k: math.sqrt(v) for k, v in sums.items()}
 
 
 def metric_color(metric: str, value: float | None) -> QColor | None:
@@ -232,10 +255,12 @@ class CanvasDashboard:
         self.legend = TintLegend(editor.view)
         self.legend.metric_changed.connect(lambda _m: self.refresh())
         self.legend.hide()
-        self.grad: dict[str, float] = {}
+        self.grad: dict[str, float] = {}  # layer path -> its latest gradient norm
         self.activation: dict[str, dict[str, float]] = {}
-        self.history: dict[str, deque[float]] = {}
-        self.alerts: set[str] = set()
+        self.raw_history: dict[str, deque[float]] = {}  # layer path -> its recent gradient norms
+        self.history: dict[str, deque[float]] = {}  # node shown -> its recent (grouped) gradient norms
+        self.alerts: set[str] = set()  # paths
+        self.scope: tuple[str, ...] = ()  # the level the histories are grouped for
         self.node_tints: dict[str, NodeTint] = {}
         self.wire_tints: dict[Any, WireTint] = {}
         self.active = False
@@ -258,6 +283,7 @@ class CanvasDashboard:
     def clear(self) -> None:
         self.grad.clear()
         self.activation.clear()
+        self.raw_history.clear()
         self.history.clear()
         self.alerts.clear()
         for t in self.node_tints.values():
@@ -272,11 +298,31 @@ class CanvasDashboard:
         self.legend.hide()
         self.editor.view.top_inset = 0
 
+    def shown_scope(self) -> tuple[str, ...]:
+        """The instance path of the block open on the canvas (the scene's `path`); () at the top level."""
+        return tuple(getattr(self.editor.scene, "path", ()) or ())
+
     def add_batches(self, records: list[Any]) -> None:
+        self._follow_scope()
         for m in records:
             for nid, v in m.layer_grad_norms.items():
                 self.grad[nid] = v
-                self.history.setdefault(nid, deque(maxlen=SPARK_LEN)).append(v)
+                self.raw_history.setdefault(nid, deque(maxlen=SPARK_LEN)).append(v)
+            for key, v in group_norms(m.layer_grad_norms, self.scope).items():
+                self.history.setdefault(key, deque(maxlen=SPARK_LEN)).append(v)
+
+    def _follow_scope(self) -> None:
+        """Regroup the sparklines when the canvas shows another level (a block opened or closed)."""
+        scope = self.shown_scope()
+        if scope == self.scope:
+            return
+        self.scope = scope
+        self.history.clear()
+        paths = list(self.raw_history)
+        for i in range(max((len(h) for h in self.raw_history.values()), default=0)):
+            row = {p: self.raw_history[p][i] for p in paths if i < len(self.raw_history[p])}
+            for key, v in group_norms(row, scope).items():
+                self.history.setdefault(key, deque(maxlen=SPARK_LEN)).append(v)
 
     def add_epoch(self, m: Any) -> None:
         if m.activation_stats:
@@ -287,34 +333,51 @@ class CanvasDashboard:
             (self.alerts.add if on else self.alerts.discard)(node_id)
             self.refresh()
 
-    def value(self, node_id: str) -> float | None:
+    def shown_values(self) -> dict[str, float]:
+        """The metric of every node shown on the canvas: for a block instance its layers' gradient norms
+        together, or its last layer's activation statistics (what comes out of it)."""
         metric = self.metric
+        scope = self.shown_scope()
         if metric == "grad_norm":
-            return self.grad.get(node_id)
-        stats = self.activation.get(node_id)
-        if not stats:
-            return None
-        return stats.get({"act_mean": "mean", "act_std": "std", "dead": "dead_fraction"}[metric])
+            return group_norms(self.grad, scope)
+        key = {"act_mean": "mean", "act_std": "std", "dead": "dead_fraction"}[metric]
+        out: dict[str, float] = {}
+        own: set[str] = set()  # nodes that are layers themselves: their statistics are their own
+        for path, stats in self.activation.items():  # in the graph's order: an instance's last layer wins
+            nid = node_of(path, scope)
+            if nid is None or not stats or key not in stats or nid in own:
+                continue
+            out[nid] = stats[key]
+            if path == SEP.join((*scope, nid)):
+                own.add(nid)
+        return out
+
+    def value(self, node_id: str) -> float | None:
+        """The metric of one node shown on the canvas (see `shown_values`)."""
+        return self.shown_values().get(node_id)
 
     def refresh(self) -> None:
         """Repaint every tint from the latest values (call at most a few times per second)."""
         if not self.active:
             return
         self.legend.bar.set_metric(self.metric)
+        self._follow_scope()
         scene = self.editor.scene
+        alerts = {node_of(p, self.scope) for p in self.alerts}
         colors: dict[str, QColor | None] = {}
+        values = self.shown_values()
         for nid, item in scene.nodes.items():
             tint = self.node_tints.get(nid)
             if tint is None or tint.parentItem() is not item:
                 tint = self.node_tints[nid] = NodeTint(item)
-            value = self.value(nid)
+            value = values.get(nid)
             color = metric_color(self.metric, value)
             colors[nid] = color
             tint.history = self.history.get(nid, tint.history)
             tint.show_sparkline = self.metric == "grad_norm" or nid in self.history
             label = METRICS[self.metric][0].split()[-1] if self.metric != "grad_norm" else "‖g‖"
             text = f"{label} {value:.2g}" if value is not None else ""
-            tint.set_state(color, text, nid in self.alerts)
+            tint.set_state(color, text, nid in alerts)
         for edge, wire in scene.wires.items():
             tint = self.wire_tints.get(edge)
             if tint is None or tint.parentItem() is not wire:

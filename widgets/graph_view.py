@@ -23,6 +23,7 @@ from widgets.theme import current_theme
 
 OP_W, OP_H = 150.0, 34.0
 X_GAP, Y_GAP = 175.0, 78.0
+NOTE_H = 15.0  # the band under an op for the stepper's note
 
 
 class OpItem(QGraphicsItem):
@@ -33,13 +34,15 @@ class OpItem(QGraphicsItem):
         self.op = op
         self.color = color
         self.highlighted = False
+        self.step_state: str | None = None  # the autograd stepper's: "current" (backward is here) or "done"
+        self.note = ""  # a line under the box (the stepper: the gradient that reached this node)
         self.setAcceptHoverEvents(True)
         self.setFlag(QGraphicsItem.ItemIsSelectable)
         self.setCursor(Qt.PointingHandCursor)
         self.setToolTip(op_tooltip(op))
 
     def boundingRect(self) -> QRectF:
-        return QRectF(-OP_W / 2 - 3, -OP_H / 2 - 3, OP_W + 6, OP_H + 6)
+        return QRectF(-OP_W / 2 - 3, -OP_H / 2 - 3, OP_W + 6, OP_H + 6 + NOTE_H)
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: Any = None) -> None:
         theme = current_theme()
@@ -50,19 +53,37 @@ class OpItem(QGraphicsItem):
         fill.setAlphaF(0.22 if not leaf else 0.12)
         border = QPen(theme.color("node_selected"), 2.6) if (self.highlighted or self.isSelected()) \
             else QPen(self.color, 1.3)
+        if self.step_state == "current":
+            border = QPen(theme.color("warning"), 3.4)
+        elif self.step_state == "done":
+            border = QPen(theme.color("ok"), 2.0)
         painter.setPen(border)
         painter.setBrush(QBrush(theme.color("node_body")))
         radius = 4 if leaf else OP_H / 2
         painter.drawRoundedRect(rect, radius, radius)
         painter.setBrush(fill)
         painter.drawRoundedRect(rect, radius, radius)
+        if self.step_state == "current":
+            glow = theme.color("warning")
+            glow.setAlphaF(0.18)
+            painter.setPen(Qt.NoPen)
+            painter.setBrush(glow)
+            painter.drawRoundedRect(rect, radius, radius)
+        if self.note:
+            font = QFont()
+            font.setPointSizeF(8)
+            font.setBold(self.step_state == "current")
+            painter.setFont(font)
+            painter.setPen(theme.color("warning" if self.step_state == "current" else "ok"))
+            painter.drawText(QRectF(rect.left(), rect.bottom() + 1, OP_W, NOTE_H), Qt.AlignCenter,
+                             QFontMetricsF(font).elidedText(self.note, Qt.ElideRight, OP_W - 4))
         painter.setPen(theme.color("text"))
         font = QFont()
         font.setPointSizeF(8.5)
         painter.setFont(font)
         fm = QFontMetricsF(font)
         title = self.op.param or self.op.name.replace("Backward0", "").replace("Backward1", "")
-        sub = (f"{'×'.join(map(str, self.op.shape))}" if leaf and self.op.shape is not None
+        sub = ((f"{'×'.join(map(str, self.op.shape))}" or "scalar") if leaf and self.op.shape is not None
                else (self.op.scope or ""))
         painter.drawText(QRectF(rect.left() + 6, rect.top() + 2, OP_W - 12, OP_H / 2),
                          Qt.AlignCenter, fm.elidedText(title, Qt.ElideRight, OP_W - 12))
@@ -157,6 +178,20 @@ class ComputationGraphView(QWidget):
         for item in self.items.values():
             item.highlighted = scope is not None and item.op.scope == scope
             item.update()
+
+    def show_step(self, current: int | None, done: set[int] | frozenset = frozenset(),
+                  notes: dict[int, str] | None = None) -> None:
+        """The autograd stepper's place in backward: `current` (an op key) drawn as the node running now,
+        `done` as nodes that have run, `notes` a line under each op (the gradient that reached it); the
+        current op is scrolled into view unless the user zoomed. None and nothing clear it."""
+        notes = notes or {}
+        for key, item in self.items.items():
+            item.step_state = "current" if key == current else "done" if key in done else None
+            item.note = notes.get(key, "")
+            item.update()
+        item = self.items.get(current) if current is not None else None
+        if item is not None:
+            self.view.ensureVisible(item, 60, 60)
 
     def item_for(self, name: str) -> OpItem | None:
         """The first op item whose op name starts with `name` (tests)."""

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QValidator
+from PySide6.QtGui import QColor, QIcon, QPixmap, QValidator
 from PySide6.QtWidgets import (
     QCheckBox,
+    QColorDialog,
     QComboBox,
     QDockWidget,
     QDoubleSpinBox,
@@ -20,21 +21,23 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QFrame,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QLineEdit,
     QPushButton,
     QScrollArea,
     QSpinBox,
     QTabWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.datasets import DATASETS
-from app.document import ParamError, ParamSpec, format_shape, get_spec
+from app.document import DocumentError, NodeSpec, ParamError, ParamSpec, blocks, format_shape
 from app.document.catalogue import find_spec
 from app.document.document import OPTIMIZER_OPTIONS, TRAINING_FIELDS, _get_path
-from widgets.node_editor.items import format_count
+from widgets.node_editor.items import block_contents, format_count
 from widgets.node_editor.scene import _dataset_shape
 from widgets.theme import current_theme, icon
 
@@ -200,8 +203,30 @@ def _caption(text: str, object_name: str = "caption") -> QLabel:
     return label
 
 
+def _node_spec(graph: Any, node_id: str) -> NodeSpec | None:
+    """The node's spec: its catalogue entry, or a block instance's from its definition."""
+    try:
+        return graph.node_spec(node_id)
+    except DocumentError:
+        return find_spec(graph.node(node_id).type)
+
+
+def _swatch(color: str) -> QIcon:
+    pixmap = QPixmap(14, 14)
+    pixmap.fill(QColor(color))
+    return QIcon(pixmap)
+
+
+def _form_signature(spec: NodeSpec | None) -> tuple:
+    """What the fields of a form are built from: a block instance's change with its definition (its
+    exposed parameters) and with the document's definitions (the choices of `block`)."""
+    return () if spec is None else tuple((p.name, p.kind, tuple(p.choices)) for p in spec.params)
+
+
 class NodeForm(QWidget):
-    """The form of one node: id, name, then one field per catalogue parameter."""
+    """The form of one node: id, name, then one field per catalogue parameter. A block instance's are
+    `block`, `repeat` and the parameters its definition exposes, with Open and Make unique; inside an
+    open block each layer parameter has an "expose" button that makes it a parameter of the block."""
 
     def __init__(self, editor: Any) -> None:
         super().__init__()
@@ -228,7 +253,8 @@ class NodeForm(QWidget):
         v.setSpacing(8)
         self._body = body
         self._layout.addWidget(body)
-        doc = self.editor.doc
+        doc = self.editor.graph
+        self.expose_buttons: dict[str, QToolButton] = {}
         if node_id is None or node_id not in doc.nodes:
             v.addWidget(_caption("Select a node on the canvas to edit its parameters.\n\n"
                                  "Drag layers from the palette, or press Tab on the canvas to add one.",
@@ -236,12 +262,23 @@ class NodeForm(QWidget):
             v.addStretch(1)
             return
         node = doc.node(node_id)
-        spec = find_spec(node.type)
-        title = QLabel(f"{node.type}")
+        spec = _node_spec(doc, node_id)
+        d = doc.root.blocks.get(node.params.get("block")) if node.type == "Block" else None
+        title = QLabel(f"Block {d.name}" if d is not None else f"{node.type}")
         title.setObjectName("inspectorTitle")
-        v.addWidget(title)
-        if spec is not None:
+        title_row = QHBoxLayout()
+        title_row.addWidget(title, 1)
+        v.addLayout(title_row)
+        self.block_caption = None
+        if node.type == "Block" and d is not None:
+            self.block_caption = _caption(self._block_about(node.params, d))
+            v.addWidget(self.block_caption)
+        elif spec is not None:
             v.addWidget(_caption(spec.description))
+        if node.type == "Block":
+            v.addLayout(self._block_buttons(node_id, d))
+            title_row.addWidget(self.rename_block_button, 0, Qt.AlignVCenter)  # beside the name it changes
+        self._signature = _form_signature(spec)
         self.summary = _caption("", "summary")
         v.addWidget(self.summary)
         self.problem = _caption("", "problem")
@@ -279,8 +316,17 @@ class NodeForm(QWidget):
                 bv = QVBoxLayout(box)
                 bv.setContentsMargins(0, 0, 0, 0)
                 bv.setSpacing(1)
-                bv.addWidget(field.widget)
+                opened = self._opened_block()
+                if opened is not None and node.type not in blocks.PORT_TYPES:
+                    row = QHBoxLayout()
+                    row.setSpacing(4)
+                    row.addWidget(field.widget, 1)
+                    row.addWidget(self._expose_button(p.name, opened))
+                    bv.addLayout(row)
+                else:
+                    bv.addWidget(field.widget)
                 help_label = _caption(p.help, "help")
+                field.help_label = help_label
                 bv.addWidget(help_label)
                 bv.addWidget(error)
                 label = QLabel(p.name)
@@ -292,15 +338,134 @@ class NodeForm(QWidget):
         v.addStretch(1)
         self.refresh()
 
+    block_caption: QLabel | None = None  # a block instance's "holds ..., used by ..." line
+
+    def _block_about(self, params: dict[str, Any], d: blocks.BlockDef) -> str:
+        """An instance's caption: what one copy holds (with these parameters) and who else uses it."""
+        root = self.editor.doc
+        k = len(blocks.instances_of(root, d.name))
+        about = f"{d.description} — " if d.description else ""
+        return (f"{about}{block_contents(root, d, params)}, used by {k} instance{'s' if k != 1 else ''}. "
+                "Double-click it to open it.")
+
+    def _opened_block(self) -> blocks.BlockDef | None:
+        """The definition shown on the canvas, when a block is open."""
+        levels = getattr(self.editor, "levels", None)
+        return self.editor.doc.blocks.get(levels[-1].block) if levels else None
+
+    def _block_buttons(self, node_id: str, d: blocks.BlockDef | None) -> QHBoxLayout:
+        row = QHBoxLayout()
+        row.setSpacing(6)
+        self.open_button = QPushButton("Open")
+        self.open_button.setToolTip("Show the block's layers on the canvas (Enter, or double-click it)")
+        self.open_button.clicked.connect(lambda _c=False: self.editor.open_block(node_id))
+        self.unique_button = QPushButton("Make unique")
+        n = len(blocks.instances_of(self.editor.doc, d.name)) if d is not None else 0
+        self.unique_button.setToolTip(f"Give this instance a copy of block {d.name if d else ''} of its own, "
+                                      f"so editing it leaves the other {max(n - 1, 0)} alone")
+        self.unique_button.setEnabled(n > 1)
+        self.unique_button.clicked.connect(lambda _c=False: self.editor.make_unique(node_id))
+        self.color_button = QPushButton("Colour…")
+        self.color_button.setToolTip("The colour every instance of this block is drawn in")
+        if d is not None:
+            self.color_button.setIcon(_swatch(d.color))
+        self.color_button.clicked.connect(lambda _c=False: self.pick_color())
+        self.rename_block_button = QPushButton("Rename…")
+        self.rename_block_button.setToolTip(f"Rename block {d.name if d else ''}: every instance follows")
+        self.rename_block_button.clicked.connect(lambda _c=False: self.rename_block())
+        for b in (self.open_button, self.unique_button, self.color_button, self.rename_block_button):
+            b.setEnabled(b.isEnabled() and d is not None)
+            row.addWidget(b)
+        row.addStretch(1)
+        return row
+
+    def ask_block_name(self, current: str, problem: str = "") -> str | None:
+        """The Rename block dialog (tests answer it through its real widgets); `problem`: why the name
+        typed last was refused, shown above the field so it can be corrected."""
+        label = f"New name of block {current} (every instance follows):"
+        if problem:
+            label = f"⚠ {problem}\n\n{label}"
+        text, ok = QInputDialog.getText(self, "Rename block", label, text=current)
+        return text.strip() if ok else None
+
+    def rename_block(self) -> bool:
+        """Ask for a new name of the selected instance's definition and rename it, one undo step; a
+        taken or invalid name asks again, saying why, until it is fine or cancelled."""
+        node = self.editor.graph.nodes.get(self.node_id) if self.node_id else None
+        old = node.params.get("block") if node is not None and node.type == "Block" else None
+        if old not in self.editor.doc.blocks:
+            return False
+        problem = ""
+        while (name := self.ask_block_name(old, problem)) is not None:
+            if name == old:
+                return False
+            if self.editor.rename_block(old, name):
+                self.show_node(self.node_id)  # the title and the block choices name it anew
+                return True
+            problem = self.editor.last_message
+        return False
+
+    def ask_color(self, current: str) -> str | None:
+        """The colour dialog (tests answer it through its real widgets)."""
+        color = QColorDialog.getColor(QColor(current), self, "Block colour")
+        return color.name() if color.isValid() else None
+
+    def pick_color(self) -> bool:
+        node = self.editor.graph.node(self.node_id)
+        d = self.editor.doc.blocks.get(node.params.get("block"))
+        color = self.ask_color(d.color) if d is not None else None
+        return bool(color) and self.editor.set_block_color(self.node_id, color)
+
+    def _expose_button(self, param: str, d: blocks.BlockDef) -> QToolButton:
+        button = QToolButton()
+        button.setText("⇱")
+        button.setAutoRaise(True)
+        button.clicked.connect(lambda _c=False: self.expose(param))
+        self.expose_buttons[param] = button
+        return button
+
+    def ask_exposed_name(self, param: str, names: list[str]) -> str | None:
+        """The name of the block parameter to expose `param` as (a new one, or one to extend)."""
+        d = self._opened_block()
+        text, ok = QInputDialog.getItem(self, "Expose as a block parameter",
+                                        f"Set {self.node_id}.{param} per instance of block "
+                                        f"{d.name if d else ''} as the parameter:", names, 0, True)
+        return text.strip() if ok and text.strip() else None
+
+    def expose(self, param: str, pname: str | None = None) -> bool:
+        """Make `param` of this node a parameter of the open block (asks for its name unless given)."""
+        d = self._opened_block()
+        if d is None or self.node_id is None:
+            return False
+        if pname is None:
+            new = param if param not in d.params else f"{self.node_id}_{param}"
+            pname = self.ask_exposed_name(param, [new, *(k for k in d.params if k != new)])
+            if pname is None:
+                return False
+        node_id = self.node_id
+        ok = self.editor.expose_param(node_id, param, pname)
+        if not ok and param in self.fields:
+            self.fields[param].error(self.editor.last_message)
+        return ok
+
     def _commit(self, name: str, value: Any) -> None:
         field = self.fields[name]
+        graph = self.editor.graph
+        node = graph.node(self.node_id)
         try:
-            get_spec(self.editor.doc.node(self.node_id).type).check_param(name, value)
+            spec = _node_spec(graph, self.node_id)
+            if spec is None:
+                raise ParamError(f"{node.type} is not a known layer")
+            spec.check_param(name, value)
         except ParamError as exc:
             field.error(str(exc))
             self.refresh()
             return
         field.error("")
+        if node.type == "Block" and name == "block":
+            self.editor.set_block(self.node_id, value)
+            self.show_node(self.node_id)  # another definition: other parameters
+            return
         self.editor.set_param(self.node_id, name, value)
         if name == "shape":
             note = self._dataset_shape_note(value)
@@ -312,7 +477,7 @@ class NodeForm(QWidget):
         """When the dataset drives this Input's shape, a typed shape other than the dataset's is only
         a preview: say so, and name the dataset option that gives the typed shape, if one does."""
         doc = self.editor.doc
-        node = doc.node(self.node_id)
+        node = self.editor.graph.node(self.node_id)
         spec = find_spec(node.type)
         values = {**spec.defaults(), **node.params} if spec is not None else {}
         if node.type != "Input" or not values.get("dataset_driven"):
@@ -344,14 +509,24 @@ class NodeForm(QWidget):
 
     def refresh(self) -> None:
         """Show the document's current values (after an undo, say) without rebuilding the form."""
-        doc = self.editor.doc
+        doc = self.editor.graph
         if self.node_id is None or self.node_id not in doc.nodes or not hasattr(self, "summary"):
             return
         node = doc.node(self.node_id)
-        spec = find_spec(node.type)
+        spec = _node_spec(doc, self.node_id)
         if spec is None:
             return
+        if node.type == "Block" and _form_signature(spec) != getattr(self, "_signature", None):
+            self.show_node(self.node_id)  # its definition's parameters, or the definitions, changed
+            return
         values = {**spec.defaults(), **node.params}
+        d = doc.root.blocks.get(node.params.get("block")) if node.type == "Block" else None
+        if d is not None and getattr(self, "color_button", None) is not None:
+            self.color_button.setIcon(_swatch(d.color))
+        if d is not None and self.block_caption is not None:  # an exposed repeat changes what it holds
+            self.block_caption.setText(self._block_about(node.params, d))
+        opened = self._opened_block()
+        exposed = {p: blocks.exposed_as(opened, self.node_id, p) for p in self.fields} if opened else {}
         if self._shape_note and "shape" in self.fields:  # the dataset or dataset_driven may have changed
             note = self._dataset_shape_note(values.get("shape"))
             self._shape_note = bool(note)
@@ -359,13 +534,26 @@ class NodeForm(QWidget):
         for name, field in self.fields.items():
             field.set_value(values.get(name))
             applies = spec.param(name).applies(values)
-            field.widget.setEnabled(applies)
+            by_block = exposed.get(name)
+            field.widget.setEnabled(applies and by_block is None)
             field.label.setEnabled(applies)
+            button = self.expose_buttons.get(name)
+            if button is not None:
+                button.setToolTip(f"Set per instance by block parameter {by_block}: edit it on each instance"
+                                  if by_block else f"Expose {name} as a parameter of block {opened.name}, "
+                                                   "set per instance")
+                button.setText("⇲" if by_block else "⇱")
+                button.setEnabled(by_block is None)
+                field.widget.setToolTip(f"Set by block parameter {by_block} on each instance" if by_block
+                                        else field.spec.help)
+                field.help_label.setText(f"Set on each instance: block parameter {by_block}" if by_block
+                                         else field.spec.help)
         if not self.id_edit.hasFocus():
             self.id_edit.setText(node.id)
         if not self.name_edit.hasFocus():
             self.name_edit.setText(node.name or "")
-        info = self.editor.info.nodes.get(self.node_id) if self.editor.info else None
+        view = getattr(self.editor, "view_info", self.editor.info)
+        info = view.nodes.get(self.node_id) if view is not None else None
         parts = []
         if info is not None:
             for port, shape in info.in_shapes.items():
@@ -643,6 +831,7 @@ class Inspector(QTabWidget):
         editor.selection_changed.connect(self._selection_changed)
         editor.info_updated.connect(lambda _info: self.refresh())
         editor.document_replaced.connect(lambda _doc: self._document_replaced())
+        editor.graph_changed.connect(lambda _graph: self.node_form.show_node(None))
 
     def _selection_changed(self, ids: list[str]) -> None:
         node_id = ids[0] if len(ids) == 1 else None
@@ -664,7 +853,7 @@ class Inspector(QTabWidget):
 
     def refresh(self) -> None:
         form = self.node_form
-        if form.node_id is not None and form.node_id not in self.editor.doc.nodes:
+        if form.node_id is not None and form.node_id not in self.editor.graph.nodes:
             ids = self.editor.selected_ids()  # deleted, or its id changed by an undo
             form.show_node(ids[0] if len(ids) == 1 else None)
         else:

@@ -1,6 +1,11 @@
 """Live training plots (pyqtgraph): loss with EMA smoothing, accuracy, learning rate with change
 markers, per-layer gradient norms and update/weight ratios, weight/activation histograms over time,
-and the AMP loss scale. Every plot exports as PNG and its data as CSV."""
+and the AMP loss scale. Every plot exports as PNG and its data as CSV.
+
+A model with blocks reports per layer by path (`stage2/0/conv1`); the gradient-norm plot then shows one
+curve per node of the level picked in its "Gradient norms" box (the top level at first: one per block
+instance, the root of the sum of squares of its layers' norms), and a block picked there shows its own
+nodes (drill-down)."""
 from __future__ import annotations
 
 import csv
@@ -32,6 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from widgets.canvas_overlay import node_of
 from widgets.theme import current_theme
 
 LAYER_COLORS = ("#3b7dd8", "#e0802b", "#2f9e6e", "#c0392b", "#8e5cc9", "#8c6d46", "#d462a6", "#7f8c8d",
@@ -664,6 +670,18 @@ ACCURACY_DOES_NOT_APPLY = ("Accuracy does not apply to this run: its task is not
                            "(a reconstruction or regression), so the loss is the measure")
 
 
+def _root_sum_square(series: list[Series]) -> tuple[np.ndarray, np.ndarray]:
+    """Per x, the root of the sum of squares of the series' values (the norm of several layers' gradients
+    together); one series is returned as it is. They hold the same batches; the shortest decides."""
+    if len(series) == 1:
+        return series[0].x, series[0].y
+    n = min(s.n for s in series)
+    total = np.zeros(n)
+    for s in series:
+        total += np.square(s.y[s.n - n:])
+    return series[0].x[series[0].n - n:], np.sqrt(total)
+
+
 class TrainingPlots(QWidget):
     """All live plots of one run (plus faded overlays of other runs). Feed it with `add_batches`,
     `add_epoch`, `add_amp`, `mark_event`; it redraws at most once per call."""
@@ -697,6 +715,12 @@ class TrainingPlots(QWidget):
         self.show_clipped.setToolTip("Dashed: gradient norms after clipping")
         self.show_clipped.setChecked(True)
         self.loss_log = QCheckBox("log loss")
+        # which level of a model with blocks the gradient norms show: the top, or inside one instance
+        self.grad_level = QComboBox()
+        self.grad_level.setToolTip("A block's gradient norm is that of all its layers together (√Σ‖g‖²); "
+                                   "pick a block to see the norms inside it")
+        self.grad_level.setSizeAdjustPolicy(QComboBox.AdjustToContents)
+        self.grad_level_label = QLabel("Gradient norms")
         export = QPushButton("Export…")
         export_menu = QMenu(export)
         for card in self.cards.values():
@@ -711,6 +735,9 @@ class TrainingPlots(QWidget):
         bar.addSpacing(12)
         bar.addWidget(self.loss_log)
         bar.addWidget(self.show_clipped)
+        bar.addSpacing(12)
+        bar.addWidget(self.grad_level_label)
+        bar.addWidget(self.grad_level)
         bar.addStretch(1)
         self.summary = QLabel()
         self.summary.setStyleSheet(f"color: {current_theme().muted}")
@@ -743,6 +770,7 @@ class TrainingPlots(QWidget):
         self.smoothing.valueChanged.connect(self._smoothing_changed)
         self.loss_log.toggled.connect(self.loss.set_log_y)
         self.show_clipped.toggled.connect(lambda _v: self._redraw_grad())
+        self.grad_level.currentIndexChanged.connect(self._grad_level_changed)
         self.clear()
 
     # --- data ---------------------------------------------------------------------------------------------
@@ -762,6 +790,15 @@ class TrainingPlots(QWidget):
         self.skipped = Series()
         self.layer_order: list[str] = []
         self.clipping_seen: set[str] = set()
+        self.grad_scope: tuple[str, ...] = ()  # the level the gradient norms show (() : the top)
+        self.grad_level.blockSignals(True)
+        self.grad_level.clear()
+        self.grad_level.addItem("per block, top level", "")  # data: the level's path, "stage2/0"
+        self.grad_level.blockSignals(False)
+        self.grad_level.setVisible(False)
+        self.grad_level_label.setVisible(False)
+        self.grad.title = "Gradient norm per layer"
+        self.update_ratio.title = "Update / weight per layer"
         for card in self.cards.values():
             for key in [k for k in card.curves if not k.startswith("run:")]:
                 card.remove_curve(key)
@@ -880,6 +917,54 @@ class TrainingPlots(QWidget):
     def _layer(self, nid: str) -> None:
         if nid not in self.layer_order:
             self.layer_order.append(nid)
+            self._add_levels(nid)
+
+    def _add_levels(self, path: str) -> None:
+        """Offer every block instance `path` lies in (and each copy of a repeat) as a level to look inside."""
+        parts = path.split("/")
+        for k in range(1, len(parts)):
+            scope = "/".join(parts[:k])
+            if self.grad_level.findData(scope) < 0:
+                self.grad_level.addItem(f"inside {scope}", scope)
+        if len(parts) > 1 and not self.grad_level.isVisible():
+            self.grad_level.setVisible(True)
+            self.grad_level_label.setVisible(True)
+            if not self.grad_scope:
+                self.grad.title = "Gradient norm per block"
+                self.update_ratio.title = "Update / weight per block"
+                self.grad._update_header()
+                self.update_ratio._update_header()
+
+    def show_grad_level(self, scope: tuple[str, ...] | list[str]) -> None:
+        """Show the gradient norms of the nodes inside the instance at `scope` (() : the top level)."""
+        index = self.grad_level.findData("/".join(scope))
+        if index >= 0:
+            self.grad_level.setCurrentIndex(index)
+
+    def _grad_level_changed(self, index: int) -> None:
+        scope = self.grad_level.itemData(index)
+        self.grad_scope = tuple(scope.split("/")) if scope else ()
+        for card in (self.grad, self.update_ratio):
+            for key in [k for k in card.curves if not k.startswith("run:")]:
+                card.remove_curve(key)
+        where = "inside " + "/".join(self.grad_scope) if self.grad_scope else "per block"
+        self.grad.title = f"Gradient norm {where}"
+        self.update_ratio.title = f"Update / weight {where}"
+        self.grad._update_header()
+        self.update_ratio._update_header()
+        self._redraw_grad()
+        self._redraw_update()
+
+    def grad_groups(self, series: dict[str, Series] | None = None) -> dict[str, list[str]]:
+        """The nodes the gradient-norm plot (or the plot of `series`) shows at its level, each with the
+        layer paths it stands for."""
+        series = self.grad_series if series is None else series
+        groups: dict[str, list[str]] = {}
+        for path in self.layer_order:
+            key = node_of(path, self.grad_scope)
+            if key is not None and path in series:
+                groups.setdefault(key, []).append(path)
+        return groups
 
     # --- drawing -----------------------------------------------------------------------------------------
     def alpha(self) -> float:
@@ -962,21 +1047,29 @@ class TrainingPlots(QWidget):
         self.accuracy.fit()
 
     def _redraw_grad(self) -> None:
-        for i, nid in enumerate(self.layer_order):
+        for i, (key, paths) in enumerate(self.grad_groups().items()):
             color = layer_color(i)
-            s = self.grad_series.get(nid)
-            if s is not None:
-                self.grad.curve(nid, color, nid).setData(s.x, s.y)
-            c = self.grad_clipped.get(nid)
-            if c is not None and nid in self.clipping_seen:
-                curve = self.grad.curve(f"{nid}:clipped", color, None, width=1.2, style=Qt.DashLine)
-                curve.setData(c.x, c.y)
+            block = len(paths) > 1 or paths[0] != "/".join((*self.grad_scope, key))
+            x, y = _root_sum_square([self.grad_series[p] for p in paths])
+            if block:  # the header's tooltip says what the curve sums
+                self.grad.long_names[key] = f"{key}: block, {len(paths)} layers together (√Σ‖g‖²)"
+            self.grad.curve(key, color, key).setData(x, y)
+            clipped = [self.grad_clipped[p] for p in paths if p in self.grad_clipped]
+            if len(clipped) == len(paths) and self.clipping_seen.intersection(paths):
+                curve = self.grad.curve(f"{key}:clipped", color, None, width=1.2, style=Qt.DashLine)
+                curve.setData(*_root_sum_square(clipped))
                 curve.setVisible(self.show_clipped.isChecked())
         self.grad.fit()
 
     def _redraw_update(self) -> None:
-        for i, nid in enumerate(self.layer_order):
-            r = self.ratio_series.get(nid)
-            if r is not None:
-                self.update_ratio.curve(nid, layer_color(i), nid).setData(r.x, r.y)
+        """A layer's ‖Δw‖/‖w‖; a block instance's is the largest of its layers' (the one that moves most)."""
+        for i, (key, paths) in enumerate(self.grad_groups(self.ratio_series).items()):
+            series = [self.ratio_series[p] for p in paths]
+            if len(paths) > 1 or paths[0] != "/".join((*self.grad_scope, key)):
+                n = min(s.n for s in series)
+                x, y = series[0].x[series[0].n - n:], np.max([s.y[s.n - n:] for s in series], axis=0)
+                self.update_ratio.long_names[key] = f"{key}: block, the largest of its {len(paths)} layers"
+            else:
+                x, y = series[0].x, series[0].y
+            self.update_ratio.curve(key, layer_color(i), key).setData(x, y)
         self.update_ratio.fit()

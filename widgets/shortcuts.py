@@ -24,6 +24,7 @@ BASE_TIP = "wiregradBaseToolTip"  # an action's own tooltip, before the shortcut
 
 
 def _plain(text: str) -> str:
+    text = text.split("\t", 1)[0]  # "Open Block\tEnter": a key the canvas reads itself, shown in the menu
     return text.replace("&&", "\0").replace("&", "").replace("\0", "&").rstrip("…").rstrip(".").strip()
 
 
@@ -140,7 +141,7 @@ class ShortcutsDialog(QDialog):
             item = QTreeWidgetItem([f"    {text}", keys])
             self.tree.addTopLevelItem(item)
         note = QLabel("On the canvas: Tab adds a layer at the pointer; Space+drag or the middle button pans; "
-                      "the wheel zooms.")
+                      "the wheel zooms; Enter or a double-click opens a block, Esc or Backspace goes up.")
         note.setWordWrap(True)
         buttons = QDialogButtonBox(QDialogButtonBox.Close)
         buttons.rejected.connect(self.reject)

@@ -1,7 +1,10 @@
 """The training controls: Start/Pause/Resume/Stop/Step/Reset, device, the document's training setup
-at a glance, live learning-rate and optimiser-option edits, and progress (epoch/batch, samples/s, ETA)."""
+at a glance, live learning-rate and optimiser-option edits, progress (epoch/batch, samples/s, ETA), and
+"Break it": one classic bug (`app.training.bugs`) run beside the correct run on the same seed, with the
+doctor's explanation and the study card that covers it."""
 from __future__ import annotations
 
+import html
 import math
 import time
 from typing import Any
@@ -21,11 +24,13 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSizePolicy,
+    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
 from app.document.document import OPTIMIZER_OPTIONS, TRAINING_FIELDS
+from app.training.bugs import BUGS
 from widgets.theme import current_theme, icon
 
 ACTIVE_STATES = ("building", "running", "paused", "stopping")
@@ -147,6 +152,7 @@ class TrainingPanel(QWidget):
     option_requested = Signal(str, float)
     lr_finder_requested = Signal()
     overfit_requested = Signal()
+    break_it_requested = Signal(str, int)  # the bug's name, the epochs of each of the two runs
 
     def __init__(self, cuda_available: bool = False, parent: QWidget | None = None,
                  cuda_reason: str | None = None) -> None:
@@ -274,6 +280,7 @@ class TrainingPanel(QWidget):
                                      self.overfit_requested)
         checks.addWidget(self.lr_finder_button)
         checks.addWidget(self.overfit_button)
+        break_box = self._build_break_it()
 
         device_row = QHBoxLayout()
         device_row.addWidget(QLabel("Device"))
@@ -302,12 +309,66 @@ class TrainingPanel(QWidget):
         layout.addWidget(live_box)
         layout.addWidget(setup_box)
         layout.addLayout(checks)
+        layout.addWidget(break_box)
         layout.addStretch(1)
         self._t0: float | None = None
         self._samples_per_second = 0.0
         self.set_state("ready")
         self.scroll.updateGeometry()  # its minimum width follows the contents, filled in above
         body.installEventFilter(self.scroll)
+
+    def _build_break_it(self) -> QGroupBox:
+        """Pick a classic bug; the button trains the correct run, then the broken one, on the same seed."""
+        muted = current_theme().muted
+        self.bug = QComboBox()
+        for b in BUGS.values():
+            self.bug.addItem(b.title, b.name)
+            self.bug.setItemData(self.bug.count() - 1, b.what, Qt.ItemDataRole.ToolTipRole)
+        self.bug.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)  # a long title must not widen the dock
+        self.bug.setMinimumContentsLength(16)
+        self.bug_what = QLabel()
+        self.bug_what.setWordWrap(True)
+        self.bug_what.setStyleSheet(f"color: {muted}")
+        self.break_epochs = QSpinBox()
+        self.break_epochs.setRange(1, 1000)
+        self.break_epochs.setValue(5)
+        self.break_epochs.setToolTip("Epochs of each of the two runs")
+        self.break_button = QPushButton(icon("train"), "Run both")
+        self.break_button.setToolTip("Train the graph as it is, then again with this bug, on the same seed; "
+                                     "Runs overlays the two")
+        self.break_button.clicked.connect(
+            lambda: self.break_it_requested.emit(self.bug.currentData(), self.break_epochs.value()))
+        self.break_status = QLabel()
+        self.break_status.setWordWrap(True)
+        self.break_status.hide()
+        self.bug.currentIndexChanged.connect(lambda _i: self._bug_picked())
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Epochs"))
+        row.addWidget(self.break_epochs)
+        row.addStretch(1)
+        row.addWidget(self.break_button)
+        column = QVBoxLayout()
+        column.setContentsMargins(6, 6, 6, 6)
+        column.setSpacing(4)
+        column.addWidget(self.bug)
+        column.addLayout(row)
+        column.addWidget(self.bug_what)
+        column.addWidget(self.break_status)
+        box = QGroupBox("Break it: a classic bug beside the correct run")
+        box.setLayout(column)
+        self._bug_picked()
+        return box
+
+    def _bug_picked(self) -> None:
+        b = BUGS.get(self.bug.currentData())
+        self.bug_what.setText(b.what if b is not None else "")
+
+    def show_break_it(self, status: str | None) -> None:
+        """What Break it is doing ("training the correct run…", how both ended); None hides it."""
+        self.break_status.setText(status or "")
+        self.break_status.setVisible(bool(status))
+        if status:
+            self.scroll.ensureWidgetVisible(self.break_status, 0, 0)  # the panel may be scrolled to its top
 
     # --- from the monitor ------------------------------------------------------------------------------
     def set_setup(self, training: dict[str, Any], problems: Any = ()) -> None:
@@ -348,6 +409,7 @@ class TrainingPanel(QWidget):
         self.reset_button.setEnabled(not active and has_weights)
         self.device.setEnabled(not active)
         self.lr_finder_button.setEnabled(state not in ("building", "running", "stopping"))
+        self.break_button.setEnabled(not active)
         self.overfit_button.setEnabled(state not in ("building", "running", "stopping"))
         theme = current_theme()
         color = {"running": theme.ok, "paused": theme.warning, "failed": theme.error}.get(state, theme.muted)
@@ -435,3 +497,75 @@ class TrainingPanel(QWidget):
         self.option_value.setStyleSheet("")
         if name:
             self.option_requested.emit(name, value)
+
+
+class BreakItReport(QWidget):
+    """The doctor's explanation of a Break it pair, shown beside the plots that overlay the two runs: the
+    numbers that differ (`app.training.doctor.compare_runs`), what you see, why in the study texts' terms,
+    and the study card that covers the bug. Hidden until a pair has ended; its × hides it again (`closed`)."""
+
+    closed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.bug: str | None = None
+        self.title = QLabel()
+        self.title.setWordWrap(True)
+        close = QPushButton("×")
+        close.setFlat(True)
+        close.setFixedWidth(28)
+        close.setToolTip("Hide the explanation (Break it shows it again after its next pair)")
+        close.clicked.connect(self.close_report)
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.RichText)
+        self.text.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.text.setAlignment(Qt.AlignTop | Qt.AlignLeft)
+        self.text.setContentsMargins(8, 4, 16, 8)  # italics lean right: room for their last letter
+        self.text.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # wraps to the column's width
+        scroll = QScrollArea()
+        scroll.setWidget(self.text)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        head = QHBoxLayout()
+        head.setContentsMargins(8, 4, 2, 0)
+        head.addWidget(self.title, 1)
+        head.addWidget(close, 0, Qt.AlignTop)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addLayout(head)
+        layout.addWidget(scroll, 1)
+        self.setMinimumWidth(260)
+        self.hide()
+
+    def show_report(self, bug_name: str, explanation: str) -> None:
+        """Show `explanation` (the doctor's `compare_runs` text: a first line, the numbers that differ, then
+        the bug's description) for the bug `bug_name`."""
+        from app.training.bugs import BUGS
+
+        b = BUGS[bug_name]
+        theme = current_theme()
+        self.bug = bug_name
+        self.title.setText(f"<b>Break it: {html.escape(b.title)}</b> "
+                           f"<span style='color:{theme.muted}'>beside the correct run, same seed</span>")
+        lines = explanation.splitlines()
+        numbers = [line for line in lines[1:] if ":" in line and " with the bug, " in line]
+        rows = "".join(f"<li>{html.escape(line)}</li>" for line in numbers)
+        card = b.card
+        self.text.setText(
+            f"<p>{html.escape(b.what)}</p>"
+            + (f"<p><b>In these two runs</b></p><ul style='margin-left:-20px'>{rows}</ul>" if rows else "")
+            + f"<p><b>What you see:</b> {html.escape(b.symptom)}</p>"
+            f"<p><b>Why:</b> {html.escape(b.explanation)}</p>"
+            f"<p><b>Study card:</b> {html.escape(card.title)}<br><i>“{html.escape(card.quote)}”</i><br>"
+            f"<span style='color:{theme.muted}'>{html.escape(card.path).replace('/', '/&#8203;')}, "
+            f"{html.escape(card.section)}"
+            "</span></p>")
+        self.show()
+
+    def close_report(self) -> None:
+        if self.isVisible():
+            self.hide()
+            self.closed.emit()

@@ -21,19 +21,6 @@ def batch(b: int, loss: float = 1.0, lr: float = 0.003, grads: dict | None = Non
                         {k: 1e-3 * v for k, v in g.items()})
 
 
-@pytest.fixture
-def plots(qtbot):
-    from widgets.plots import TrainingPlots
-
-    p = TrainingPlots()
-    qtbot.addWidget(p)
-    p.resize(1200, 420)
-    p.show()
-    qtbot.waitExposed(p)
-    p.set_steps_per_epoch(45)
-    return p
-
-
 def test_plots_show_a_message_until_there_is_data(plots):
     for card in plots.cards.values():
         assert card.body.currentWidget() is card.empty and "Start training" in card.empty.text() \

@@ -137,6 +137,7 @@ def test_a_worker_exception_shows_the_error_dialog_and_keeps_the_document(qtbot,
 
 @pytest.mark.parametrize("example", sorted(p.stem for p in EXAMPLES.glob("*.json")))
 def test_the_computation_graph_view_builds_for_each_example(qtbot, example):
+    from app.document.blocks import expand
     from app.training.probes import step_graph_for_document
     from widgets.graph_view import ComputationGraphView
 
@@ -147,7 +148,8 @@ def test_the_computation_graph_view_builds_for_each_example(qtbot, example):
     view.show_graph(graph)
     assert len(view.items) == len(graph.ops) > 3
     leaves = [op for op in graph.ops.values() if op.param]
-    assert leaves and all(op.scope in doc.nodes for op in leaves)
+    # a layer inside a block is named by its path (stage2/0/conv1) in the expanded graph
+    assert leaves and all(op.scope in expand(doc).nodes for op in leaves)
     assert all(op.shape is not None and op.strides is not None for op in leaves)
 
 
@@ -373,3 +375,39 @@ def test_while_a_background_thread_runs_garbage_is_collected_on_the_ui_thread_on
         worker.join()
     assert set(collected_in) == {threading.main_thread().name}
     qtbot.waitUntil(gc.isenabled, timeout=TIMEOUT)
+
+
+def test_a_block_model_trains_with_one_gradient_norm_per_instance_and_the_level_follows_the_canvas(
+        qtbot, make_window):
+    """residual_mlp with its branch grouped into a block repeating twice: the window trains it; the plots and
+    the canvas tint show the instance as one node (its layers' norms together); opening the block on the
+    canvas shows the gradient norms inside it."""
+    import math
+
+    from app.document import blocks as B
+
+    doc = load_document(EXAMPLES / "residual_mlp.json")
+    inst = B.group(doc, ["fc1", "act1", "fc2"], name="branch")
+    doc.set_param(inst, "repeat", 2)
+    doc.training["epochs"] = 1
+    win = make_window(doc)
+    mon = win.training
+    mon.start()
+    qtbot.waitUntil(lambda: not mon.is_active(), timeout=TIMEOUT)
+    assert not win.errors
+    plots = mon.plots
+    plots.redraw()
+    assert {"stem", inst, "out"} <= set(plots.grad_groups())
+    last = {p: s.y[-1] for p, s in plots.grad_series.items()}
+    assert f"{inst}/1/fc2" in last  # the run reported every layer by its path
+    want = math.sqrt(sum(v * v for p, v in last.items() if p.startswith(f"{inst}/")))
+    assert plots.grad.curves[inst].yData[-1] == pytest.approx(want)
+    mon.dashboard.refresh()
+    assert mon.dashboard.node_tints[inst].text == f"‖g‖ {mon.dashboard.shown_values()[inst]:.2g}"
+    assert mon.dashboard.shown_values()[inst] == pytest.approx(math.sqrt(sum(
+        v * v for p, v in mon.dashboard.grad.items() if p.startswith(f"{inst}/"))))
+    assert win.editor.open_block(inst)
+    assert plots.grad_scope == (inst, "0")  # the plot follows the canvas into the block
+    plots.redraw()
+    assert set(plots.grad.curves) >= {"fc1", "fc2"}
+    assert plots.grad.curves["fc2"].yData[-1] == pytest.approx(last[f"{inst}/0/fc2"])

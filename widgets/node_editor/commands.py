@@ -6,12 +6,12 @@ pushes the command; the first `redo` that QUndoStack.push makes is therefore a n
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from PySide6.QtGui import QUndoCommand
 
-from app.document import Document, Edge, RemovedNode
+from app.document import Document, Edge, RemovedNode, blocks
 
 MERGE_SET_PARAM = 1001
 MERGE_SET_TRAINING = 1002
@@ -109,15 +109,28 @@ class PasteCommand(DocumentCommand):
         self.new_ids: list[str] = []
         self._removed: list[RemovedNode] = []
 
+        # pasted instances bring their definitions: then undo and redo put the definitions back too
+        self._states: tuple[blocks.GraphState, blocks.GraphState] | None = None
+
     def _do(self) -> None:
+        if self._states is not None:
+            blocks.restore(self.doc, self._states[1])
+            return
         if self._removed:
             _restore_all(self.doc, self._removed)
             self._removed = []
             return
+        with_blocks = isinstance(self.data, Mapping) and bool(self.data.get("blocks"))
+        before = blocks.snapshot(self.doc) if with_blocks else None
         self.new_ids = list(self.doc.paste_dict(self.data, self.offset).values())
+        if before is not None:
+            self._states = (before, blocks.snapshot(self.doc))
         self.setText(f"{self.verb} {_nodes_text(self.new_ids)}" if self.new_ids else self.verb)
 
     def _undo(self) -> None:
+        if self._states is not None:
+            blocks.restore(self.doc, self._states[0])
+            return
         self._removed = _remove_all(self.doc, self.new_ids)
 
 
@@ -245,3 +258,27 @@ class ChangeIdCommand(DocumentCommand):
 
     def _undo(self) -> None:
         self.doc.rename_node(self.new_id, self.old_id)
+
+
+class BlockEditCommand(DocumentCommand):
+    """Group, ungroup, make unique, expose a parameter: one edit of `app/document/blocks.py` on `doc`
+    (the graph shown), made once; undo and redo put that graph and the definitions back exactly as
+    they were before and after it (`blocks.snapshot`), so the document compares equal."""
+
+    def __init__(self, doc: Document, text: str, edit: Callable[[], Any]) -> None:
+        super().__init__(doc, text)
+        self.edit = edit
+        self.result: Any = None
+        self._states: tuple[blocks.GraphState, blocks.GraphState] | None = None
+
+    def _do(self) -> None:
+        if self._states is not None:
+            blocks.restore(self.doc, self._states[1])
+            return
+        before = blocks.snapshot(self.doc)
+        self.result = self.edit()
+        self._states = (before, blocks.snapshot(self.doc))
+
+    def _undo(self) -> None:
+        assert self._states is not None
+        blocks.restore(self.doc, self._states[0])

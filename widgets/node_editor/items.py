@@ -3,6 +3,7 @@ ErrorBadge (the red "!" whose tooltip says what is wrong). They draw document st
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QPointF, QRectF, Qt
@@ -20,7 +21,8 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QStyleOptionGraphicsItem, QWidget
 
 from app.document import Edge, NodeInfo, NodeSpec, Problem, format_shape
-from app.document.document import Node
+from app.document.blocks import PORT_TYPES, BlockDef
+from app.document.document import Document, Node
 from widgets.theme import current_theme, icon
 
 if TYPE_CHECKING:
@@ -35,6 +37,12 @@ FIRST_PORT_Y = HEADER_H + 16
 DOC_SCALE = 1.75  # documents place layers ~160-180 units apart (DESIGN.md); the canvas draws them wider
 GRID = 10.0 * DOC_SCALE  # the snap grid is 10 document units
 Z_WIRE, Z_NODE, Z_DRAG = 0.0, 10.0, 100.0
+BLOCK_STACK = 5.0  # how far each card behind a block instance shows
+TITLE_X = 32.0  # where a node's title starts, right of its icon
+MIN_TITLE_PT = 7.5  # an id too long for the header shrinks to this size before it is elided
+MIN_KIND_W = 24.0  # less room than this beside the title: the type label is left out
+FOOTER_GAP = 6.0  # px between the output shape and the parameter count
+FOOTER_PAD = 12.0  # the footer's margins: a little wider than the rows above, for a whole shape
 
 
 def to_scene(pos: Any) -> QPointF:
@@ -75,6 +83,74 @@ def param_text(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+@dataclass
+class HeaderLayout:
+    """What a node's header draws where (`NodeItem.header_layout`); an empty text is not drawn."""
+
+    title: str
+    title_font: QFont
+    title_rect: QRectF
+    kind: str
+    kind_rect: QRectF
+    pill_text: str
+    pill_rect: QRectF
+
+
+@dataclass
+class FooterLayout:
+    """The footer's output shape and parameter count, as drawn (`NodeItem.footer_layout`)."""
+
+    shape: str
+    shape_rect: QRectF
+    count: str
+    count_rect: QRectF
+
+
+def _copies(params: dict[str, Any]) -> int:
+    """How many copies an instance with these parameters runs (a bad repeat runs one, as `expand` does)."""
+    repeat = params.get("repeat", 1)
+    return repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 1 else 1
+
+
+def _inner_params(d: BlockDef, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What an instance with `params` sets on the nodes inside `d` (its exposed parameters' targets)."""
+    inner: dict[str, dict[str, Any]] = {}
+    for pname, ep in d.params.items():
+        for target, tparam in ep.targets:
+            inner.setdefault(target, {})[tparam] = params.get(pname, ep.default)
+    return inner
+
+
+def layer_count(root: Document, d: BlockDef, params: dict[str, Any] | None = None,
+                _chain: tuple[str, ...] = ()) -> int:
+    """How many layers one copy of an instance of `d` with `params` runs: its own, and those of the
+    blocks inside it, as many times as each repeats (an exposed parameter may set an inner repeat);
+    ports are not layers, and a definition that uses itself counts once."""
+    inner = _inner_params(d, params or {})
+    total = 0
+    for node in d.graph.nodes.values():
+        if node.type in PORT_TYPES:
+            continue
+        values = {**node.params, **inner.get(node.id, {})}
+        sub = root.blocks.get(values.get("block")) if node.type == "Block" else None
+        if sub is None or sub.name in (*_chain, d.name):
+            total += 1
+            continue
+        total += layer_count(root, sub, values, (*_chain, d.name)) * _copies(values)
+    return total
+
+
+def block_contents(root: Document, d: BlockDef, params: dict[str, Any] | None = None) -> str:
+    """What one copy of an instance of `d` with `params` holds, truthfully: "7 layers", or "2 blocks · 16
+    layers" when blocks are inside it (each copy of a repeat counted, the layers counted through them)."""
+    n = layer_count(root, d, params)
+    text = f"{n} layer{'s' if n != 1 else ''}"
+    inner = _inner_params(d, params or {})
+    blocks_in = sum(_copies({**node.params, **inner.get(node.id, {})})
+                    for node in d.graph.nodes.values() if node.type == "Block")
+    return f"{blocks_in} block{'s' if blocks_in != 1 else ''} · {text}" if blocks_in else text
 
 
 class PortItem(QGraphicsItem):
@@ -171,21 +247,25 @@ class ErrorBadge(QGraphicsItem):
 
 
 class NodeItem(QGraphicsObject):
-    """One node: header with icon, name and type; key parameters; output shape and parameter count."""
+    """One node: header with icon, name and type; key parameters; output shape and parameter count.
+    A block instance (`block`: its definition) is drawn as a stack of cards in the definition's colour,
+    with its name, "×N" when it repeats, and its exposed parameters."""
 
-    def __init__(self, node: Node, spec: NodeSpec | None) -> None:
+    def __init__(self, node: Node, spec: NodeSpec | None, block: BlockDef | None = None) -> None:
         super().__init__()
         self.node_id = node.id
         self.spec = spec
+        self.block = block
         self.setFlags(QGraphicsItem.ItemIsMovable | QGraphicsItem.ItemIsSelectable
                       | QGraphicsItem.ItemSendsGeometryChanges)
         self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)  # repainting 300 nodes per pan frame is slow
         self.setZValue(Z_NODE)
         self.setAcceptHoverEvents(True)
-        self.category_color = current_theme().category_color(spec.category if spec else "")
+        self.category_color = self._color()
         self.wires: set[WireItem] = set()
         self.inputs: dict[str, PortItem] = {}
         self.outputs: dict[str, PortItem] = {}
+        self._repeat = 1
         if spec is not None:
             for i, port in enumerate(spec.inputs):
                 item = PortItem(self, port.name, True, port.variadic)
@@ -211,6 +291,27 @@ class NodeItem(QGraphicsObject):
         self.setPos(to_scene(node.pos))
         self.signature: tuple | None = None
 
+    def _color(self) -> QColor:
+        if self.block is not None:
+            return QColor(self.block.color)
+        return current_theme().category_color(self.spec.category if self.spec else "")
+
+    def port_signature(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The names of the input and output ports drawn (an instance's follow its definition)."""
+        return tuple(self.inputs), tuple(self.outputs)
+
+    def set_block(self, spec: NodeSpec | None, block: BlockDef | None) -> None:
+        """The instance's definition changed (not its ports): take its parameters, name and colour."""
+        self.spec, self.block = spec, block
+        self.category_color = self._color()
+        self.signature = None  # the next set_state repaints
+        for port in (*self.inputs.values(), *self.outputs.values()):
+            port.update()
+
+    @property
+    def is_block(self) -> bool:
+        return self._type == "Block"
+
     # --- state from the document ------------------------------------------------------------------
     def set_state(self, node: Node, info: NodeInfo | None, status: Problem | None = None) -> None:
         """Take the node's label, key params, shapes and problem (`status`: what to show, error or
@@ -218,7 +319,11 @@ class NodeItem(QGraphicsObject):
         spec = self.spec
         lines: list[tuple[str, str]] = []
         params = info.params if info is not None and info.params is not None else dict(node.params)
-        if spec is not None:
+        if node.type == "Block":
+            repeat = params.get("repeat", 1)
+            self._repeat = repeat if isinstance(repeat, int) and repeat > 1 else 1
+            lines = self._block_lines(params)
+        elif spec is not None:
             for key in spec.key_params[:3]:
                 p = spec.param(key)
                 value = params.get(key, p.default if p else None)
@@ -227,7 +332,10 @@ class NodeItem(QGraphicsObject):
                 lines.append((key, param_text(value)))
         problem = status if status is not None else (info.problem if info is not None else None)
         shape = info.shape if info is not None else None
-        if spec is not None and not spec.outputs:
+        if node.type == "BlockOutput":  # what leaves the block through this port
+            entering = info.in_shapes.get("in") if info is not None else None
+            shape_text = f"→ {format_shape(entering)}" if entering is not None else "?"
+        elif spec is not None and not spec.outputs:
             shape_text = "→ scalar loss" if info is not None and info.ok else ""
         else:
             shape_text = format_shape(shape) if shape is not None else "?"
@@ -235,7 +343,8 @@ class NodeItem(QGraphicsObject):
         count_text = f"{format_count(count)} params" if count else ""
         fault_port = problem.port if problem is not None else None
         signature = (node.label, tuple(lines), shape_text, count_text, problem.message if problem else None,
-                     fault_port, info.blocked if info else False, problem.severity if problem else None)
+                     fault_port, info.blocked if info else False, problem.severity if problem else None,
+                     self._repeat, self.block.name if self.block else None)
         if signature == self.signature:
             return
         self.signature = signature
@@ -258,6 +367,25 @@ class NodeItem(QGraphicsObject):
         self._update_tooltip(info)
         self.update()
 
+    def _block_lines(self, params: dict[str, Any]) -> list[tuple[str, str]]:
+        """An instance's body: its exposed parameters (two at most), then what it holds (its blocks and
+        layers, counted through the blocks inside it)."""
+        lines: list[tuple[str, str]] = []
+        spec = self.spec
+        exposed = [p for p in (spec.params if spec is not None else ()) if p.name not in ("block", "repeat")]
+        for p in exposed[:2]:
+            value = params.get(p.name, p.default)
+            if value is not None:
+                lines.append((p.name, param_text(value)))
+        if self.block is not None:
+            text = block_contents(self.block.graph.root, self.block, params)
+            lines.append(("block", f"{text} × {self._repeat}" if self._repeat > 1 else text))
+        return lines
+
+    @property
+    def repeat(self) -> int:
+        return self._repeat
+
     @property
     def problem(self) -> str | None:
         """The message of the node's error or warning, if it has one."""
@@ -270,9 +398,12 @@ class NodeItem(QGraphicsObject):
 
     def _update_tooltip(self, info: NodeInfo | None) -> None:
         spec = self.spec
-        parts = [f"<b>{self._label}</b> — {self._type}"]
+        kind = f"block {self.block.name}" if self.block is not None else self._type
+        parts = [f"<b>{self._label}</b> — {kind}" + (f" ×{self._repeat}" if self._repeat > 1 else "")]
         if spec is not None:
             parts.append(spec.description)
+        if self.block is not None:
+            parts.append("<i>Double-click to open the block</i>")
         if self._problem:
             color = current_theme().error if self._severity == "error" else current_theme().warning
             parts.append(f"<span style='color:{color}'>⚠ {self._problem}</span>")
@@ -298,7 +429,8 @@ class NodeItem(QGraphicsObject):
         if height != self._height or not hasattr(self, "_bounds"):
             self.prepareGeometryChange()
             self._height = height
-            self._bounds = QRectF(-4, -4, NODE_W + 8, height + 8)
+            stack = 2 * BLOCK_STACK if self._type == "Block" else 0.0  # the cards behind an instance
+            self._bounds = QRectF(-4, -4 - stack, NODE_W + 8 + stack, height + 8 + stack)
 
     # --- geometry ---------------------------------------------------------------------------------
     @property
@@ -322,6 +454,12 @@ class NodeItem(QGraphicsObject):
         error = self._severity == "error"
         warning = self._severity == "warning"
         accent = theme.color("error") if error else self.category_color
+        if self.is_block:  # a block is a stack of cards: one behind, two when it repeats
+            for k in range(2 if self._repeat > 1 else 1, 0, -1):
+                card = rect.translated(BLOCK_STACK * k, -BLOCK_STACK * k)
+                painter.setPen(QPen(_mix(theme.color("node_border"), self.category_color, 0.6), 1.2))
+                painter.setBrush(_mix(theme.color("node_body"), self.category_color, 0.18 + 0.08 * k))
+                painter.drawRoundedRect(card, 8, 8)
         # soft drop shadow
         painter.setPen(Qt.NoPen)
         painter.setBrush(QColor(0, 0, 0, 60 if theme.name == "dark" else 28))
@@ -352,19 +490,23 @@ class NodeItem(QGraphicsObject):
         painter.drawRect(QRectF(0, HEADER_H - 2, NODE_W, 2))
 
         title_font, body_font, small_font = _fonts()
-        icon(self.spec.icon if self.spec else "layer", accent.name()).paint(
+        icon("block" if self.is_block else (self.spec.icon if self.spec else "layer"), accent.name()).paint(
             painter, QRectF(9, (HEADER_H - 18) / 2, 18, 18).toRect())
-        painter.setFont(title_font)
+        head = self.header_layout()
+        painter.setFont(head.title_font)
         painter.setPen(theme.color("text"))
-        fm = QFontMetricsF(title_font)
-        type_w = QFontMetricsF(small_font).horizontalAdvance(self._type) + 10
-        label = fm.elidedText(self._label, Qt.ElideRight, NODE_W - 40 - type_w)
-        painter.drawText(QRectF(32, 0, NODE_W - 40, HEADER_H), Qt.AlignVCenter | Qt.AlignLeft, label)
-        painter.setFont(small_font)
-        painter.setPen(theme.color("muted"))
-        if self._label != self._type:
-            painter.drawText(QRectF(0, 0, NODE_W - (22 if self._severity else 10), HEADER_H),
-                             Qt.AlignVCenter | Qt.AlignRight, self._type)
+        painter.drawText(head.title_rect, Qt.AlignVCenter | Qt.AlignLeft, head.title)
+        if head.pill_text:  # "×3" in a pill of the block's colour
+            painter.setPen(Qt.NoPen)
+            painter.setBrush(accent)
+            painter.drawRoundedRect(head.pill_rect, 9, 9)
+            painter.setFont(title_font)
+            painter.setPen(QColor("#ffffff"))
+            painter.drawText(head.pill_rect, Qt.AlignCenter, head.pill_text)
+        if head.kind:
+            painter.setFont(small_font)
+            painter.setPen(theme.color("muted"))
+            painter.drawText(head.kind_rect, Qt.AlignVCenter | Qt.AlignRight, head.kind)
 
         # key parameters
         painter.setFont(body_font)
@@ -378,17 +520,71 @@ class NodeItem(QGraphicsObject):
             painter.drawText(line, Qt.AlignVCenter | Qt.AlignRight, value)
             y += LINE_H
         # footer: output shape and parameter count
-        y = self._height - LINE_H - 6
-        footer = QRectF(left, y, right - left, LINE_H)
+        foot = self.footer_layout()
+        y = foot.shape_rect.top()
         painter.setPen(QPen(theme.color("node_border"), 0.8))
         painter.drawLine(QPointF(10, y - 2), QPointF(NODE_W - 10, y - 2))
         painter.setFont(body_font)
         painter.setPen(theme.color("error") if error else
                        (theme.color("muted") if self._blocked else theme.color("accent")))
-        painter.drawText(footer, Qt.AlignVCenter | Qt.AlignLeft, self._shape_text)
+        painter.drawText(foot.shape_rect, Qt.AlignVCenter | Qt.AlignLeft, foot.shape)
         painter.setFont(small_font)
         painter.setPen(theme.color("muted"))
-        painter.drawText(footer, Qt.AlignVCenter | Qt.AlignRight, self._count_text)
+        painter.drawText(foot.count_rect, Qt.AlignVCenter | Qt.AlignRight, foot.count)
+
+    def header_layout(self) -> HeaderLayout:
+        """Where the header's texts go. The id (or name) always shows whole: the type label beside it
+        is elided first, then left out (the tooltip has it); only an id too long for the whole header
+        is drawn in a smaller font, and elided past that."""
+        title_font, _, small_font = _fonts()
+        right = NODE_W - (22 if self._severity else 10)  # the badge sits in the corner
+        pill_text, pill_rect = "", QRectF()
+        if self._repeat > 1:
+            pill_text = f"×{self._repeat}"
+            pill_w = QFontMetricsF(title_font).horizontalAdvance(pill_text) + 12
+            pill_rect = QRectF(right - pill_w, (HEADER_H - 18) / 2, pill_w, 18)
+            right -= pill_w + 6
+        title = self._label
+        room = right - TITLE_X
+        fm = QFontMetricsF(title_font)
+        while fm.horizontalAdvance(title) > room and title_font.pointSizeF() > MIN_TITLE_PT:
+            title_font.setPointSizeF(title_font.pointSizeF() - 0.5)
+            fm = QFontMetricsF(title_font)
+        if fm.horizontalAdvance(title) > room:
+            title = fm.elidedText(title, Qt.ElideRight, room)
+        title_w = min(fm.horizontalAdvance(title) + 1, room)
+        title_rect = QRectF(TITLE_X, 0, title_w, HEADER_H)
+        kind = self.block.name if self.block is not None else self._type
+        kind_text, kind_rect = "", QRectF()
+        kind_room = right - (TITLE_X + title_w + 8)
+        if self._label != kind and kind_room >= MIN_KIND_W:
+            small = QFontMetricsF(small_font)
+            kind_text = small.elidedText(kind, Qt.ElideRight, kind_room)
+            if kind_text != kind and len(kind_text) < 4:  # "re…" says nothing
+                kind_text = ""
+            else:
+                kind_w = small.horizontalAdvance(kind_text) + 1
+                kind_rect = QRectF(right - kind_w, 0, kind_w, HEADER_H)
+        return HeaderLayout(title, title_font, title_rect, kind_text, kind_rect, pill_text, pill_rect)
+
+    def footer_layout(self) -> FooterLayout:
+        """Where the output shape and the parameter count go, side by side and never overlapping: a
+        shape too wide beside the count drops its batch dimension ("32×16×16"), then is elided."""
+        _, body_font, small_font = _fonts()
+        left, right = FOOTER_PAD, NODE_W - FOOTER_PAD
+        y = self._height - LINE_H - 6
+        count = self._count_text
+        count_w = QFontMetricsF(small_font).horizontalAdvance(count) + 1 if count else 0.0
+        room = right - left - (count_w + FOOTER_GAP if count else 0.0)
+        fm = QFontMetricsF(body_font)
+        shape = self._shape_text
+        if fm.horizontalAdvance(shape) > room and shape.startswith("("):
+            shape = compact_shape_label(shape)
+        if fm.horizontalAdvance(shape) > room:
+            shape = fm.elidedText(shape, Qt.ElideRight, room)
+        shape_w = min(fm.horizontalAdvance(shape) + 1, room)
+        return FooterLayout(shape, QRectF(left, y, shape_w, LINE_H), count,
+                            QRectF(right - count_w, y, count_w, LINE_H))
 
     # --- interaction ------------------------------------------------------------------------------
     def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value: Any) -> Any:

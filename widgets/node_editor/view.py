@@ -10,6 +10,7 @@ from PySide6.QtGui import QCursor, QKeyEvent, QMouseEvent, QPainter, QWheelEvent
 from PySide6.QtWidgets import QFrame, QGraphicsView, QLabel
 
 NODE_MIME = "application/x-wiregrad-node-type"
+BLOCK_MIME = "application/x-wiregrad-block"  # a palette block: JSON of one instance and its definitions
 MIN_ZOOM, MAX_ZOOM = 0.1, 3.0
 # Below this zoom a node's text is too small to read (its smallest font is ~7.5 px at 0.8); the
 # first view of a document never goes lower: a graph that doesn't fit is shown from its start.
@@ -60,8 +61,12 @@ class EmptyHint(QLabel):
 
 class GraphView(QGraphicsView):
     type_dropped = Signal(str, QPointF)  # node type, scene position
+    block_dropped = Signal(str, QPointF)  # a palette block (BLOCK_MIME's JSON), scene position
     quick_add_requested = Signal(QPointF)  # scene position (Tab / right click on empty canvas)
     zoom_changed = Signal(float)
+    context_menu_requested = Signal(QPointF, QPoint)  # scene position, global position (over a node)
+    enter_pressed = Signal()  # Enter on the canvas (opens the selected block)
+    escape_pressed = Signal()  # Esc on the canvas with no wire being drawn (goes up out of a block)
     viewport_moved = Signal()  # after any pan or zoom (the minimap follows)
 
     def __init__(self, scene: Any, parent: Any = None) -> None:
@@ -188,6 +193,13 @@ class GraphView(QGraphicsView):
             return
         super().mousePressEvent(event)
 
+    def contextMenuEvent(self, event: Any) -> None:
+        if self.itemAt(event.pos()) is not None:
+            self.context_menu_requested.emit(self.mapToScene(event.pos()), event.globalPos())
+            event.accept()
+            return
+        super().contextMenuEvent(event)
+
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         if self._pan_from is not None:
             pos = event.position().toPoint()
@@ -213,7 +225,16 @@ class GraphView(QGraphicsView):
             event.accept()
             return
         if event.key() == Qt.Key_Escape:
+            dragging = getattr(self.scene(), "_drag", None) is not None
             self.scene().cancel_drag()
+            if not dragging:
+                self.escape_pressed.emit()
+            event.accept()
+            return
+        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not event.isAutoRepeat():
+            self.enter_pressed.emit()
+            event.accept()
+            return
         super().keyPressEvent(event)
 
     def keyReleaseEvent(self, event: QKeyEvent) -> None:
@@ -238,19 +259,23 @@ class GraphView(QGraphicsView):
 
     # --- drops from the palette ----------------------------------------------------------------------
     def dragEnterEvent(self, event: Any) -> None:
-        if event.mimeData().hasFormat(NODE_MIME):
+        if event.mimeData().hasFormat(NODE_MIME) or event.mimeData().hasFormat(BLOCK_MIME):
             event.acceptProposedAction()
         else:
             super().dragEnterEvent(event)
 
     def dragMoveEvent(self, event: Any) -> None:
-        if event.mimeData().hasFormat(NODE_MIME):
+        if event.mimeData().hasFormat(NODE_MIME) or event.mimeData().hasFormat(BLOCK_MIME):
             event.acceptProposedAction()
         else:
             super().dragMoveEvent(event)
 
     def dropEvent(self, event: Any) -> None:
-        if event.mimeData().hasFormat(NODE_MIME):
+        if event.mimeData().hasFormat(BLOCK_MIME):
+            text = bytes(event.mimeData().data(BLOCK_MIME)).decode("utf-8")
+            self.block_dropped.emit(text, self.mapToScene(event.position().toPoint()))
+            event.acceptProposedAction()
+        elif event.mimeData().hasFormat(NODE_MIME):
             type_ = bytes(event.mimeData().data(NODE_MIME)).decode("utf-8")
             self.type_dropped.emit(type_, self.mapToScene(event.position().toPoint()))
             event.acceptProposedAction()
