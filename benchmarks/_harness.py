@@ -18,6 +18,7 @@ def set_threads(n: int) -> str:
         from threadpoolctl import threadpool_info, threadpool_limits
     except ImportError:
         return "threadpoolctl absent"
+    import numpy  # noqa: F401 - threadpoolctl caps only the pools already loaded: NumPy's OpenBLAS first
     global _limits
     if n > 0:
         _limits = threadpool_limits(n)  # kept alive: the cap holds while the object lives
@@ -37,24 +38,27 @@ def set_threads(n: int) -> str:
 _limits = None
 
 
-def time_block(fn: Callable[[], object], iters: int, warmup: int = 3, rest: float = 0.3) -> float:
-    """Seconds per call of fn, after a rest and a few untimed calls."""
+def time_block(fn: Callable[[], object], iters: int, warmup: int = 3, rest: float = 0.3,
+               clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds per call of fn, after a rest and a few untimed calls. `clock`: time.thread_time counts only
+    this thread's CPU time, which a loaded machine's waits for a core do not inflate (exact with one BLAS and
+    one torch thread, both of which then compute on the calling thread)."""
     time.sleep(rest)
     for _ in range(warmup):
         fn()
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(iters):
         fn()
-    return (time.perf_counter() - t0) / iters
+    return (clock() - t0) / iters
 
 
 def compare(contenders: dict[str, Callable[[], object]], iters: int, rounds: int = 5,
-            rest: float = 0.3) -> dict[str, list[float]]:
+            rest: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
     """Per-round seconds per call for each contender, interleaved."""
     times: dict[str, list[float]] = {k: [] for k in contenders}
     for _ in range(rounds):
         for name, fn in contenders.items():
-            times[name].append(time_block(fn, iters, rest=rest))
+            times[name].append(time_block(fn, iters, rest=rest, clock=clock))
     return times
 
 

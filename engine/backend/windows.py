@@ -3,7 +3,9 @@ single autograd Function (engine/nn/functional/conv.py, pooling.py) computes wit
 
 Two implementations of each array function, chosen by the Geometry (`geom.cuda`):
 - NumPy/CuPy over 1 to 3 spatial dims (the array module taken from the data): im2col through a strided view
-  + one batched GEMM, col2im by kernel offset; pooling a pass per kernel offset.
+  + one GEMM over the whole batch (channel-major columns; a batched GEMM per sample when grouped), a stride-1
+  input gradient as the convolution of gy with the flipped kernel, col2im by kernel offset otherwise; pooling
+  a pass per kernel offset.
 - 2-D on a GPU: our CUDA kernels (backend/cuda_kernels.py, kernels/im2col.cu and pool.cu) around cuBLAS
   GEMMs, in a channel-major column layout for an ungrouped convolution (one GEMM over the whole batch)."""
 
@@ -127,21 +129,92 @@ def col2im(cols, geom: Geometry, dtype):
     return xp.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
 
 
-def _conv_fwd(x, w, geom: Geometry, cols=None):
+def _im2col_channel_major(a, geom: Geometry, batch_first: bool = True):
+    """Columns (C*prod(kernel), N*prod(out)) of an ungrouped convolution's input: one copy out of a strided
+    view of the padded input, so that one GEMM covers the whole batch (the CUDA kernels' layout).
+    `batch_first` False: `a` is laid out (C, N, *spatial) (an output gradient in channel-major order)."""
+    view = geom.windows(geom.pad(a))  # (N, C, *kernel, *out), or (C, N, ...)
+    nd = len(geom.kernel)
+    lead = (1, *range(2, 2 + nd), 0) if batch_first else (0, *range(2, 2 + nd), 1)
+    view = view.transpose(*lead, *range(2 + nd, 2 + 2 * nd))  # (C, *kernel, N, *out)
+    cols = _xp(a).empty(view.shape, dtype=a.dtype)
+    _xp(a).copyto(cols, view)
+    return cols.reshape(math.prod(view.shape[: 1 + nd]), -1)
+
+
+def _from_channel_major(y2, n: int, bias=None):
+    """(O, N*L) GEMM result -> (N, O, L) in one transposing pass, adding a bias (O,) on the way."""
+    xp = _xp(y2)
+    o = y2.shape[0]
+    y2 = y2.reshape(o, n, -1).transpose(1, 0, 2)
+    y = xp.empty(y2.shape, dtype=y2.dtype)
+    if bias is None:
+        xp.copyto(y, y2)
+    else:
+        xp.add(y2, bias.reshape(1, -1, 1), out=y)
+    return y
+
+
+def _conv_fwd(x, w, geom: Geometry, cols=None, bias=None):
+    """(y, columns): ungrouped, channel-major columns and one GEMM over the whole batch (with N small GEMMs,
+    one per sample, the weight gradient could not be one GEMM either); grouped, (N, G, K, L) columns and a
+    batched GEMM per sample and group. `bias` is added when given (ungrouped: in the transposing pass)."""
     g = geom.groups
     n = x.shape[0]
     o = w.shape[0]
+    xp = _xp(x)
+    if g == 1:
+        if cols is None:
+            cols = _im2col_channel_major(x, geom)
+        y = _from_channel_major(xp.dot(w.reshape(o, -1), cols), n, bias)
+        return y.reshape(n, o, *geom.out_hw), cols
     if cols is None:
         cols = im2col(x, geom)
-    y = _xp(x).matmul(w.reshape(g, o // g, -1), cols)  # (N, G, O/G, L): already in NCHW order
-    return y.reshape(n, o, *geom.out_hw), cols
+    y = xp.matmul(w.reshape(g, o // g, -1), cols)  # (N, G, O/G, L): already in NCHW order
+    y = y.reshape(n, o, *geom.out_hw)
+    if bias is not None:
+        y += bias.reshape((1, -1) + (1,) * len(geom.kernel))
+    return y, cols
 
 
-def _conv_input_grad(gy, w, geom: Geometry):
+def _flipped_geometry(geom: Geometry, o: int):
+    """For a stride-1 ungrouped convolution, the Geometry over its output gradient (O, N, *out) under which
+    the input gradient is itself a convolution (of gy with the kernel flipped and its channels swapped): pads
+    d*(k-1) - p on each side (after: more when a transposed convolution's output_padding asks for more
+    windows). None where a pad would be negative or the columns too big (then a GEMM per kernel offset)."""
+    if any(s != 1 for s in geom.stride) or geom.groups != 1:
+        return None
+    c = geom.in_shape[1]
+    if o * math.prod(geom.in_shape[2:]) > 2 * c * math.prod(geom.out_hw):
+        return None  # its columns would be more than twice the forward's (LeNet's conv 6->16 5x5: 6x)
+    pads = []
+    for i, (d, k, size, out) in enumerate(zip(geom.dilation, geom.kernel, geom.in_shape[2:], geom.out_hw)):
+        before = d * (k - 1) - geom.pads[2 * i]
+        pads += [before, size - out + d * (k - 1) - before]  # `size` windows (with output_padding too)
+    if min(pads) < 0:
+        return None
+    return Geometry((o, geom.in_shape[0], *geom.out_hw), geom.kernel, geom.stride, geom.dilation,
+                    tuple(pads), 1, out_hw=geom.in_shape[2:])
+
+
+def _conv_input_grad(gy, w, geom: Geometry, gy_t=None):
+    """Stride 1, ungrouped: a convolution of gy (channel-major, `gy_t` when the caller has it) with the
+    flipped kernel, one im2col and one GEMM like the forward; otherwise a GEMM per kernel offset, added in
+    place (grouped: batched GEMMs and col2im)."""
     g = geom.groups
     n, o = gy.shape[:2]
     if g == 1:
-        return _conv_input_grad_batch_last(gy, w, geom)
+        flipped = _flipped_geometry(geom, o)
+        if flipped is None:
+            return _conv_input_grad_batch_last(gy, w, geom)
+        xp = _xp(gy)
+        gy_t = channel_major(gy) if gy_t is None else gy_t
+        nd = len(geom.kernel)
+        flip = (slice(None), slice(None)) + (slice(None, None, -1),) * nd
+        wf = xp.ascontiguousarray(w[flip].swapaxes(0, 1))  # (C, O, *kernel), each kernel reversed
+        cols = _im2col_channel_major(gy_t.reshape(o, n, *geom.out_hw), flipped, batch_first=False)
+        gx = _from_channel_major(xp.dot(wf.reshape(wf.shape[0], -1), cols), n)
+        return gx.reshape(geom.in_shape)
     cols = _xp(gy).matmul(w.reshape(g, o // g, -1).transpose(0, 2, 1), gy.reshape(n, g, o // g, -1))
     return col2im(cols, geom, gy.dtype)
 
@@ -165,9 +238,16 @@ def _conv_input_grad_batch_last(gy, w, geom: Geometry):
     return xp.ascontiguousarray(geom.crop(out.transpose(nd - 1, *range(nd - 1))))
 
 
-def _conv_weight_grad(x, gy, geom: Geometry, w_shape, cols=None):
+def _conv_weight_grad(x, gy, geom: Geometry, w_shape, cols=None, gy_t=None):
+    """Ungrouped: one GEMM over the whole batch, gy channel-major (`gy_t`) against the channel-major columns
+    (_conv_fwd's, BLAS reading them transposed in place); grouped, batched GEMMs and a sum over the batch."""
     g = geom.groups
     n, o = gy.shape[:2]
+    if g == 1:
+        if cols is None:
+            cols = _im2col_channel_major(x, geom)
+        gy_t = channel_major(gy) if gy_t is None else gy_t
+        return _xp(gy).dot(gy_t.reshape(o, -1), cols.T).reshape(w_shape)
     if cols is None:
         cols = im2col(x, geom)
     gyr = gy.reshape(n, g, o // g, -1)
@@ -236,10 +316,7 @@ def channel_major(a):
 def conv_forward(x, w, b, geom: Geometry):
     """(y = conv(x, w) + b, the columns of x): b may be None; the columns are kept for the weight gradient."""
     if not geom.cuda:
-        y, cols = _conv_fwd(x, w, geom)
-        if b is not None:
-            y += b.reshape((1, -1) + (1,) * len(geom.kernel))
-        return y, cols
+        return _conv_fwd(x, w, geom, bias=b)
     n, o, g = x.shape[0], w.shape[0], geom.groups
     cols = _kernel_im2col(x, geom)
     xp = _xp(cols)
@@ -260,15 +337,15 @@ def conv_forward(x, w, b, geom: Geometry):
 
 def conv_output_grad_layout(gy, geom: Geometry):
     """gy in the layout both gradients' GEMMs read, made once for the two: channel-major (o, N*L) for an
-    ungrouped convolution on the kernels; None where the implementation reads gy as it is."""
-    return channel_major(gy) if geom.cuda and geom.groups == 1 else None
+    ungrouped convolution; None where the implementation reads gy as it is."""
+    return channel_major(gy) if geom.groups == 1 else None
 
 
 def conv_input_grad(gy, w, geom: Geometry, gy_t=None):
     """The input gradient of conv(., w) for output gradient gy (also the transposed convolution): x-shaped.
     `gy_t`: conv_output_grad_layout(gy) when the caller has it, else None."""
     if not geom.cuda:
-        return _conv_input_grad(gy, w, geom)
+        return _conv_input_grad(gy, w, geom, gy_t)
     n, o = gy.shape[:2]
     g = geom.groups
     xp = _xp(gy)
@@ -286,7 +363,7 @@ def conv_weight_grad(x, gy, geom: Geometry, w_shape, cols=None, gy_t=None):
     and `gy_t` (conv_output_grad_layout) are given when the caller already has them, else None. On the
     kernels, ungrouped: one GEMM summing over the batch (cuBLAS reads the transposed columns in place)."""
     if not geom.cuda:
-        return _conv_weight_grad(x, gy, geom, w_shape, cols)
+        return _conv_weight_grad(x, gy, geom, w_shape, cols, gy_t)
     n, o = gy.shape[:2]
     g = geom.groups
     if cols is None:

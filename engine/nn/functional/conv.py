@@ -36,8 +36,11 @@ class Convolution(Function):
         y = _rounded(y, x)
         ctx.save_for_backward(x, w)
         ctx.geom = geom
-        if ctx.needs_input_grad and ctx.needs_input_grad[1]:
-            ctx.cols = cols  # reused by the weight gradient
+        nig = ctx.needs_input_grad
+        if nig and nig[1] and (geom.cuda or cols.nbytes <= 2 * x._arr.nbytes):
+            # reused by the weight gradient; on the CPU only when small: a 3x3 convolution's are 9x its input,
+            # most of a conv net's peak memory if every layer kept them, for one im2col saved per layer
+            ctx.cols = cols
         return y
 
     @staticmethod

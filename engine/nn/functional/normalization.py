@@ -51,6 +51,9 @@ class Normalize(Function):
             ctx.save_for_backward(x, w, b)
             return y
         a = x._arr
+        if len(pshape) == a.ndim and all(pshape[i] == 1 for i in axes):
+            return _per_channel_forward(ctx, x, w, b, axes, eps, running, pshape)
+        ctx.per_channel = False
         mean = a.mean(axes, keepdims=True)
         xc = a - mean
         var = np.mean(xc * xc, axes, keepdims=True)
@@ -102,6 +105,8 @@ class Normalize(Function):
             return gx, gw, gb, None, None, None, None, None
         if ctx.kernel is not None:
             return _kernel_backward(ctx, g, x, w, b)
+        if ctx.per_channel:
+            return _per_channel_backward(ctx, g, x, w, b)
         ga = g._arr
         xhat, invstd = ctx.xhat, ctx.invstd
         gx = gw = gb = None
@@ -116,6 +121,68 @@ class Normalize(Function):
         if b is not None and nig[2]:
             gb = _wrap_array(np.sum(ga, _axes_to(ga.shape, pshape), keepdims=True).reshape(b._shape))
         return gx, gw, gb, None, None, None, None, None
+
+
+def _opmath(a):
+    """float16 and bfloat16 arrays in float32 (torch's CPU batch norm computes in float for them)."""
+    return a.astype(np.float32) if a.dtype.itemsize < 4 and a.dtype.kind in "fV" else a
+
+
+def _per_channel_forward(ctx, x, w, b, axes, eps, running, pshape):
+    """Normalize.forward where weight and bias are constant over the statistics' axes (batch norm; group norm
+    with one channel a group): y = x * scale + shift per channel, torch's CPU formula, in two passes over x
+    after the statistics. Only x and the per-channel mean and invstd are kept (no normalised copy of x)."""
+    a = _opmath(x._arr)
+    mean = a.mean(axes, keepdims=True)
+    sq = a - mean
+    np.multiply(sq, sq, out=sq)
+    var = sq.mean(axes, keepdims=True)
+    del sq
+    invstd = 1.0 / np.sqrt(var + eps)
+    if running is not None:
+        _update_running(running, mean, var, a.size // mean.size)
+    scale = invstd if w is None else invstd * w._arr.reshape(pshape)
+    shift = -mean * scale
+    if b is not None:
+        shift += b._arr.reshape(pshape)
+    y = a * scale.astype(a.dtype, copy=False)
+    y += shift.astype(a.dtype, copy=False)
+    y = y.astype(x._arr.dtype, copy=False)
+    ctx.axes, ctx.eps, ctx.pshape, ctx.per_channel = axes, eps, pshape, True
+    ctx.mean, ctx.invstd = mean, invstd
+    ctx.save_for_backward(x, w, b)
+    return y
+
+
+def _per_channel_backward(ctx, g, x, w, b):
+    """Normalize's plain backward for _per_channel_forward, from two per-channel sums (of g and of
+    g * (x - mean)): gx = g * s + (x - mean) * k1 + k0 with s = invstd * w, in one temporary besides gx."""
+    axes, pshape = ctx.axes, ctx.pshape
+    nig = ctx.needs_input_grad
+    ga, a = _opmath(g._arr), _opmath(x._arr)
+    mean, invstd = ctx.mean, ctx.invstd
+    m = a.size // mean.size
+    xc = a - mean
+    sum_g = ga.sum(axes, keepdims=True)
+    gx_buf = ga * xc
+    dot = gx_buf.sum(axes, keepdims=True)  # sum(g * xhat) = invstd * dot
+    gx = gw = gb = None
+    if nig[0]:
+        s = invstd if w is None else invstd * w._arr.reshape(pshape)
+        k1 = (-s * invstd * invstd * dot / m).astype(ga.dtype, copy=False)
+        k0 = (-s * sum_g / m).astype(ga.dtype, copy=False)
+        np.multiply(xc, k1, out=xc)
+        np.multiply(ga, s.astype(ga.dtype, copy=False), out=gx_buf)
+        gx_buf += xc
+        gx_buf += k0
+        gx = _wrap_array(gx_buf.astype(g._arr.dtype, copy=False))
+    rest = _axes_to(dot.shape, pshape)  # per-sample statistics (instance norm): the batch's sum as well
+    if w is not None and nig[1]:
+        gw = (dot * invstd).sum(rest).reshape(w._shape)
+        gw = _wrap_array(gw.astype(w._arr.dtype, copy=False))
+    if b is not None and nig[2]:
+        gb = _wrap_array(sum_g.sum(rest).reshape(b._shape).astype(b._arr.dtype, copy=False))
+    return gx, gw, gb, None, None, None, None, None
 
 
 def _update_running(running, mean, var, count: int) -> None:
