@@ -92,14 +92,19 @@ def test_group_refuses_the_graphs_input_and_output_and_an_empty_selection():
     assert doc == _cnn()
 
 
-def test_editing_the_definition_changes_every_instance():
+def _two_instances():
+    """The CNN with conv2+act2 as block "stage", and a second instance of it right after the first."""
     doc = _cnn()
     a = B.group(doc, ["conv2", "act2"], name="stage")
-    # a second instance of the same definition after the first one
     b = doc.add_node("Block", {"block": "stage"})
     doc.disconnect(a, "out", "pool2", "in")
     doc.connect(a, "out", b, "in")
     doc.connect(b, "out", "pool2", "in")
+    return doc, a, b
+
+
+def test_editing_the_definition_changes_every_instance():
+    doc, a, b = _two_instances()
     seen = []
     doc.subscribe(seen.append)
     d = doc.blocks["stage"]
@@ -111,12 +116,7 @@ def test_editing_the_definition_changes_every_instance():
 
 
 def test_make_unique_detaches_one_instance():
-    doc = _cnn()
-    a = B.group(doc, ["conv2", "act2"], name="stage")
-    b = doc.add_node("Block", {"block": "stage"})
-    doc.disconnect(a, "out", "pool2", "in")
-    doc.connect(a, "out", b, "in")
-    doc.connect(b, "out", "pool2", "in")
+    doc, a, b = _two_instances()
     new = B.make_unique(doc, b)
     assert doc.nodes[b].params["block"] == new != "stage"
     doc.blocks[new].graph.set_param("conv2", "out_channels", 32)
