@@ -307,27 +307,42 @@ class _TooBig(Exception):
     pass
 
 
-def expanded_size(root: Document, graph: Document | None = None, _memo: dict[str, int] | None = None,
-                  _chain: tuple[str, ...] = ()) -> int:
-    """How many nodes `expand` would make (ports included); a definition that uses itself counts 1."""
+def expanded_size(root: Document, graph: Document | None = None, _memo: dict[Any, int] | None = None,
+                  _chain: tuple[str, ...] = (), _over: Mapping[str, Mapping[str, Any]] | None = None) -> int:
+    """How many nodes `expand` would make (ports included); a definition that uses itself counts 1. The
+    values instances pass in count as `expand` uses them: an exposed `repeat` multiplies too."""
     memo = {} if _memo is None else _memo
+    over = _over or {}
     total = 0
     for node in (graph or root).nodes.values():
         if node.type != "Block":
             total += 1
             continue
-        name = node.params.get("block")
+        params = {**node.params, **over.get(node.id, {})}
+        name = params.get("block")
         d = root.blocks.get(name) if isinstance(name, str) else None
         if d is None or name in _chain:
             total += 1
             continue
-        if name not in memo:
-            memo[name] = expanded_size(root, d.graph, memo, (*_chain, name))
-        repeat = node.params.get("repeat", 1)
-        total += memo[name] * (repeat if isinstance(repeat, int) and repeat > 0 else 1)
+        inner = _passed(d, params)
+        key = (name, repr(inner))
+        if key not in memo:
+            memo[key] = expanded_size(root, d.graph, memo, (*_chain, name), inner)
+        repeat = params.get("repeat", 1)
+        total += memo[key] * (repeat if isinstance(repeat, int) and repeat > 0 else 1)
         if total > MAX_EXPANDED_NODES:
             return total
     return total
+
+
+def _passed(d: BlockDef, params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """What an instance with `params` sets on the nodes of its definition `d`: {node id: {param: value}}."""
+    inner: dict[str, dict[str, Any]] = {}
+    for pname, ep in d.params.items():
+        value = params.get(pname, ep.default)
+        for target, tparam in ep.targets:
+            inner.setdefault(target, {})[tparam] = value
+    return inner
 
 
 def expand(doc: Document) -> Document:
@@ -439,11 +454,7 @@ def _expand_instance(flat: Document, root: Document, node, fid: str, params: Map
                                                 f"{len(d.input_ports())} inputs and {len(d.output_ports())} "
                                                 "outputs: a repeated block needs one of each"))
         repeat = 1
-    inner: dict[str, dict[str, Any]] = {}
-    for pname, ep in d.params.items():
-        value = params.get(pname, ep.default)
-        for target, tparam in ep.targets:
-            inner.setdefault(target, {})[tparam] = value
+    inner = _passed(d, params)
     flat.instances[fid] = name
     copies = []
     for r in range(repeat):
@@ -510,6 +521,22 @@ def inside(flat_id: str | None, path: Sequence[str]) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # edits: group, ungroup, make unique (each changes one graph; the editor makes them undoable steps)
 # ---------------------------------------------------------------------------------------------
+def instance_prefix(name: Any) -> str:
+    """What an instance of block `name` is called before its number: `stage` -> stage1, stage2; a name that
+    ends in a digit takes a `_` first (`stage2` -> stage2_1, not stage21)."""
+    from .document import ID_PATTERN
+
+    if not isinstance(name, str) or not ID_PATTERN.match(name + "_1"):
+        return "block"
+    return f"{name}_" if name[-1].isdigit() else name
+
+
+def check_room(root: Document, more: int = 1) -> None:
+    """Refuse an edit giving the document more definitions than a file may hold (it would not load)."""
+    if len(root.blocks) + more > MAX_BLOCKS:
+        raise DocumentError(f"a document can define at most {MAX_BLOCKS} blocks; it has {len(root.blocks)}")
+
+
 def fresh_block_name(root: Document, base: str = "block") -> str:
     base = re.sub(r"\W", "_", base) or "block"
     if not re.match(r"[A-Za-z_]", base):
@@ -542,6 +569,7 @@ def group(graph: Document, ids: Iterable[str], name: str | None = None, color: s
         if t in PORT_TYPES:
             raise DocumentError(f"node {nid}: a block's own port can't go into a block")
     _refuse_exposed(graph, chosen, "group it")
+    check_room(root)
     name = fresh_block_name(root, name or "block")
     order = [nid for nid in graph.nodes if nid in keep]
     inner = Document()
@@ -565,7 +593,7 @@ def group(graph: Document, ids: Iterable[str], name: str | None = None, color: s
 
     inner_edges: list[Edge] = []
     outer_edges: list[Edge] = []
-    instance = graph.fresh_id(name if re.match(r"[A-Za-z_]", name) else "block")
+    instance = graph.fresh_id(instance_prefix(name))
     for e in graph.edges:
         src_in, dst_in = e.src in keep, e.dst in keep
         if src_in and dst_in:
@@ -615,7 +643,7 @@ def ungroup(graph: Document, instance: str) -> list[str]:
     """Put an instance's layers back in its place (every copy of a repeat, chained; the exposed
     parameters written into them), wired as the instance was. Ids that are taken get fresh ones. The
     definition goes when nothing else uses it. Returns the new ids. One GRAPH_REPLACED event."""
-    from .document import GRAPH_REPLACED, Edge, Node
+    from .document import GRAPH_REPLACED, MAX_NODES, Edge, Node
 
     root = graph.root
     node = graph.node(instance)
@@ -634,6 +662,9 @@ def ungroup(graph: Document, instance: str) -> list[str]:
         for target, tparam in ep.targets:
             values.setdefault(target, {})[tparam] = params.get(pname, ep.default)
     layers = d.layers()
+    if len(graph.nodes) - 1 + repeat * len(layers) > MAX_NODES:  # the saved file would not load
+        raise DocumentError(f"node {instance}: ungrouping it makes {repeat * len(layers):,} nodes, more than "
+                            f"a graph can hold ({MAX_NODES:,}): lower its repeat first")
     lx = [d.graph.nodes[n].pos[0] for n in layers] or [0.0]
     ly = [d.graph.nodes[n].pos[1] for n in layers] or [0.0]
     width = max(lx) - min(lx) + 240.0
@@ -761,6 +792,7 @@ def make_unique(graph: Document, instance: str, name: str | None = None) -> str:
     if node.type != "Block" or node.params.get("block") not in root.blocks:
         raise DocumentError(f"node {instance} is not an instance of a defined block")
     old = root.blocks[node.params["block"]]
+    check_room(root)
     new = fresh_block_name(root, name or old.name)
     root.blocks[new] = copy_def(root, old, new)
     node.params["block"] = new

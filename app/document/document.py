@@ -326,9 +326,12 @@ class Document:
         if len(self.nodes) >= MAX_NODES:
             raise DocumentError(f"a graph can have at most {MAX_NODES} nodes")
         if node_id is None:
-            name_ = (params or {}).get("block") if type == "Block" else None
-            node_id = self.fresh_id(name_ if isinstance(name_, str) and ID_PATTERN.match(name_ + "1")
-                                    else spec.id_prefix)
+            if type == "Block":
+                from .blocks import instance_prefix
+
+                node_id = self.fresh_id(instance_prefix((params or {}).get("block")))
+            else:
+                node_id = self.fresh_id(spec.id_prefix)
         else:
             self._check_new_id(node_id)
         if type in ("BlockInput", "BlockOutput") and self._root is None:
@@ -610,17 +613,23 @@ class Document:
                 inside = [n.params.get("block") for n in pasted.nodes.values() if n.type == "Block"]
                 if any(name == self._block or contains(pasted.blocks, name, self._block) for name in inside):
                     raise DocumentError(f"block {self._block} can't hold itself: the pasted nodes use it")
-            self._merge_blocks(pasted)
         if len(self.nodes) + len(pasted.nodes) > MAX_NODES:
             raise DocumentError(f"a graph can have at most {MAX_NODES} nodes")
         if len(self.edges) + len(pasted.edges) > MAX_EDGES:
             raise DocumentError(f"a graph can have at most {MAX_EDGES} wires")
+        if pasted.blocks:  # last of the checks: it may refuse (too many definitions) before anything changes
+            self._merge_blocks(pasted)
         mapping: dict[str, str] = {}
         taken = set(self.nodes)
         for old_id, node in pasted.nodes.items():
             new_id = old_id
             if new_id in taken:
-                prefix = get_spec(node.type).id_prefix
+                if node.type == "Block":
+                    from .blocks import instance_prefix
+
+                    prefix = instance_prefix(node.params.get("block"))
+                else:
+                    prefix = get_spec(node.type).id_prefix
                 n = 1
                 while f"{prefix}{n}" in taken:
                     n += 1
@@ -640,7 +649,7 @@ class Document:
         """Bring the pasted definitions in: one the same as ours is shared; one that differs under a
         taken name gets a fresh name, and the pasted instances follow. Returns {pasted name: new name}
         of the renamed ones."""
-        from .blocks import copy_def, fresh_block_name, uses
+        from .blocks import check_room, copy_def, fresh_block_name, uses
 
         root = self.root
         renamed: dict[str, str] = {}
@@ -676,6 +685,7 @@ class Document:
                 renamed[name] = new
                 taken.add(new)
         follow_renames(pasted)
+        check_room(root, sum(renamed.get(name, name) not in root.blocks for name in pasted.blocks))
         added = False
         for name, d in pasted.blocks.items():
             new = renamed.get(name, name)

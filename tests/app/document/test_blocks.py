@@ -431,3 +431,10 @@ def test_what_the_instances_along_a_path_pass_into_the_block_opened_there():
     assert B.passed_in(doc, [outer, "1", unit]) == {"conv2": {"out_channels": 24}}
     assert infer_shapes(doc, (1, 8, 8)).shape_of(f"{outer}/1/{unit}/conv2")[1] == 24
     assert B.passed_in(doc, ["nope"]) == {}
+
+
+def test_an_instance_of_a_block_named_with_a_digit_reads_apart_from_its_number():
+    doc = _cnn()
+    assert B.group(doc, ["conv2", "act2"], name="stage2") == "stage2_1"
+    assert doc.add_node("Block", {"block": "stage2"}) == "stage2_2"
+    assert B.group(doc, ["conv1"], name="stem") == "stem1"
