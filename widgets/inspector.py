@@ -40,6 +40,7 @@ from app.document.document import OPTIMIZER_OPTIONS, TRAINING_FIELDS, _get_path
 from widgets.node_editor.items import block_contents, format_count
 from widgets.node_editor.scene import _dataset_shape
 from widgets.theme import current_theme, icon
+from widgets.wheel_guard import guard_wheel
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
@@ -138,6 +139,8 @@ class Field:
             if spec.nullable:
                 w.setPlaceholderText("none")
             w.editingFinished.connect(self._text_edited)
+        if not isinstance(w, (QLineEdit, QCheckBox)):
+            guard_wheel(w)  # scrolling the form must not turn a value under the mouse
         w.setToolTip(spec.help)
         self.widget = w
 
@@ -626,6 +629,7 @@ class TrainingForm(QWidget):
         v.addWidget(self.problems_label)
         form = _form()
         self.dataset_combo = QComboBox()
+        guard_wheel(self.dataset_combo)
         for info in DATASETS.values():
             self.dataset_combo.addItem(info.title, info.name)
         self.dataset_combo.currentIndexChanged.connect(self._dataset_picked)

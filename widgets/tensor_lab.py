@@ -545,6 +545,7 @@ class TensorLabView(QWidget):
         self.error_label.setObjectName("problem")
         self.error_label.setTextFormat(Qt.PlainText)
         self.error_label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.error_label.setWordWrap(True)  # an unknown op's message lists the ops known: read it whole
         self.error_label.hide()
         self.hint = QLabel("Each element's corner shows its storage cell (→n). Hover an element or a storage "
                            "cell to see who else reads it; click a tensor to draw its arrows. Orange cells "

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 from app.document.document import OPTIMIZER_OPTIONS, TRAINING_FIELDS
 from app.training.bugs import BUGS
 from widgets.theme import current_theme, icon
+from widgets.wheel_guard import guard_wheel
 
 ACTIVE_STATES = ("building", "running", "paused", "stopping")
 # the single-number options each optimiser lets you change mid-run, in this order
@@ -227,6 +228,7 @@ class TrainingPanel(QWidget):
         self._requested_lr: float | None = None
         self._lr_changed = False  # the user changed the box since it last showed the lr in effect
         self.lr.valueChanged.connect(self._lr_value_changed)
+        guard_wheel(self.device, self.lr)  # scrolling the panel must not change the lr on the way
         self.option_name = QComboBox()
         # as wide as the longest option of any optimiser from the start ("weight_decay" reads whole): a combo
         # that grew when an optimiser's options arrived widened the dock after the window had laid it out,
@@ -333,6 +335,7 @@ class TrainingPanel(QWidget):
         self.break_epochs.setRange(1, 1000)
         self.break_epochs.setValue(5)
         self.break_epochs.setToolTip("Epochs of each of the two runs")
+        guard_wheel(self.bug, self.break_epochs)
         self.break_button = QPushButton(icon("train"), "Run both")
         self.break_button.setToolTip("Train the graph as it is, then again with this bug, on the same seed; "
                                      "Runs overlays the two")
@@ -560,9 +563,7 @@ class BreakItReport(QWidget):
             + f"<p><b>What you see:</b> {html.escape(b.symptom)}</p>"
             f"<p><b>Why:</b> {html.escape(b.explanation)}</p>"
             f"<p><b>Study card:</b> {html.escape(card.title)}<br><i>“{html.escape(card.quote)}”</i><br>"
-            f"<span style='color:{theme.muted}'>{html.escape(card.path).replace('/', '/&#8203;')}, "
-            f"{html.escape(card.section)}"
-            "</span></p>")
+            f"<span style='color:{theme.muted}'>the study texts, {html.escape(card.section)}</span></p>")
         self.show()
 
     def close_report(self) -> None:

@@ -26,8 +26,9 @@ class StudyCard:
     quote: str
 
     def reference(self) -> str:
-        """The card as one line: its title, the quoted line, and where the texts say it."""
-        return f"\"{self.title}\" - {self.quote} ({self.path}, {self.section})"
+        """The card as one line: its title, the quoted line, and the texts' section that says it (the path
+        names a file of the repository's study texts, which the app does not ship: it is not shown)."""
+        return f"\"{self.title}\" - {self.quote} (the study texts, {self.section})"
 
 
 @dataclass(frozen=True)

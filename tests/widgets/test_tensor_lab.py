@@ -149,3 +149,15 @@ def test_a_write_highlights_the_cells_it_wrote_in_every_tensor_that_sees_them(qt
         assert written and all(c.text.startswith("-") for c in written)
     copy = record.step("c")
     assert [c.text for c in view.canvas.cells(copy.index)] == [str(i) for i in range(12)]
+
+
+def test_an_unknown_op_message_is_shown_whole_on_a_narrow_lab(qtbot):
+    """The unknown-op message lists every op the lab knows: wrapped to the lab's width, never cut off."""
+    view = _lab(qtbot)
+    view.resize(700, 500)
+    assert not view.run_chain("a = arange(6).view(2, 3); d = a.bogus()")
+    label = view.error_label
+    qtbot.waitUntil(lambda: label.height() >= label.heightForWidth(label.width()))
+    fm = label.fontMetrics()
+    assert fm.horizontalAdvance(label.text()) > label.width()  # too long for one line here
+    assert label.heightForWidth(label.width()) > 2 * fm.height()  # so it wraps, and has the room

@@ -227,7 +227,9 @@ class NodeEditor(QWidget):
         self.levels.append(OpenLevel(node_id, d.name, self._graph, path, view.zoom,
                                      view.mapToScene(view.viewport().rect().center())))
         self._show_graph(d.graph, path)
-        self.show_readable()
+        # no smaller than readable, nor than the level the user was just reading: a block opened from a
+        # graph fitted small (under the Monitor) showed its first layers and cut its output off
+        self.view.fit_rect(self.scene.nodes_rect(), FIT_MARGIN, min(READABLE_ZOOM, self.levels[-1].zoom))
         return True
 
     def close_block(self) -> bool:
