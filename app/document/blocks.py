@@ -205,7 +205,7 @@ def check_instance_params(root: Document, node_id: str, params: Mapping[str, Any
 def parse_blocks(root: Document, raw: Any, parse_graph) -> dict[str, BlockDef]:
     """The `blocks` object of a document: {name: {nodes, edges, params, color, description}}.
     `parse_graph(data, where)` parses one definition's nodes and edges into a Document."""
-    from .document import ID_PATTERN, _json_type, _short
+    from .document import ID_PATTERN, _json_type, _short, check_fields
 
     if not isinstance(raw, dict):
         raise DocumentError(f"'blocks' must be an object, got {_json_type(raw)}")
@@ -219,10 +219,7 @@ def parse_blocks(root: Document, raw: Any, parse_graph) -> dict[str, BlockDef]:
         where = f"block {name}"
         if not isinstance(body, dict):
             raise DocumentError(f"{where} must be an object, got {_json_type(body)}")
-        unknown = sorted(str(k) for k in body if k not in _DEF_KEYS)
-        if unknown:
-            known = ", ".join(sorted(_DEF_KEYS))
-            raise DocumentError(f"{where}: unknown field '{unknown[0]}' (known: {known})")
+        check_fields(body, _DEF_KEYS, f"{where}: unknown field")
         graph = parse_graph({"nodes": body.get("nodes", []), "edges": body.get("edges", [])}, where)
         graph._root = root
         graph._block = name
@@ -324,7 +321,7 @@ def expanded_size(root: Document, graph: Document | None = None, _memo: dict[Any
         if d is None or name in _chain:
             total += 1
             continue
-        inner = _passed(d, params)
+        inner = passed_values(d, params)
         key = (name, repr(inner))
         if key not in memo:
             memo[key] = expanded_size(root, d.graph, memo, (*_chain, name), inner)
@@ -335,7 +332,7 @@ def expanded_size(root: Document, graph: Document | None = None, _memo: dict[Any
     return total
 
 
-def _passed(d: BlockDef, params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def passed_values(d: BlockDef, params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """What an instance with `params` sets on the nodes of its definition `d`: {node id: {param: value}}."""
     inner: dict[str, dict[str, Any]] = {}
     for pname, ep in d.params.items():
@@ -454,7 +451,7 @@ def _expand_instance(flat: Document, root: Document, node, fid: str, params: Map
                                                 f"{len(d.input_ports())} inputs and {len(d.output_ports())} "
                                                 "outputs: a repeated block needs one of each"))
         repeat = 1
-    inner = _passed(d, params)
+    inner = passed_values(d, params)
     flat.instances[fid] = name
     copies = []
     for r in range(repeat):
@@ -484,10 +481,7 @@ def passed_in(root: Document, path: Sequence[str]) -> dict[str, dict[str, Any]]:
             return {}
         if parts and parts[0].isdigit() and params.get("repeat", 1) > 1:
             parts.pop(0)  # one copy of a repeat: every copy gets the same values
-        over = {}
-        for pname, ep in d.params.items():
-            for target, tparam in ep.targets:
-                over.setdefault(target, {})[tparam] = params.get(pname, ep.default)
+        over = passed_values(d, params)
         graph = d.graph
     return over
 
@@ -643,7 +637,7 @@ def ungroup(graph: Document, instance: str) -> list[str]:
     """Put an instance's layers back in its place (every copy of a repeat, chained; the exposed
     parameters written into them), wired as the instance was. Ids that are taken get fresh ones. The
     definition goes when nothing else uses it. Returns the new ids. One GRAPH_REPLACED event."""
-    from .document import GRAPH_REPLACED, MAX_NODES, Edge, Node
+    from .document import GRAPH_REPLACED, MAX_NODES, Edge, Node, first_free_id, id_prefix
 
     root = graph.root
     node = graph.node(instance)
@@ -657,10 +651,7 @@ def ungroup(graph: Document, instance: str) -> list[str]:
     repeat = params.get("repeat", 1)
     if repeat > 1 and (len(d.input_ports()) != 1 or len(d.output_ports()) != 1):
         raise DocumentError(f"node {instance}: a repeated block needs one input and one output")
-    values: dict[str, dict[str, Any]] = {}
-    for pname, ep in d.params.items():
-        for target, tparam in ep.targets:
-            values.setdefault(target, {})[tparam] = params.get(pname, ep.default)
+    values = passed_values(d, params)
     layers = d.layers()
     if len(graph.nodes) - 1 + repeat * len(layers) > MAX_NODES:  # the saved file would not load
         raise DocumentError(f"node {instance}: ungrouping it makes {repeat * len(layers):,} nodes, more than "
@@ -677,14 +668,7 @@ def ungroup(graph: Document, instance: str) -> list[str]:
         ids: dict[str, str] = {}
         for nid in layers:
             inner = d.graph.nodes[nid]
-            new_id = nid
-            if new_id in taken:
-                prefix = (get_spec(inner.type).id_prefix if inner.type != "Block"
-                          else nid.rstrip("0123456789") or "block")
-                n = 1
-                while f"{prefix}{n}" in taken:
-                    n += 1
-                new_id = f"{prefix}{n}"
+            new_id = nid if nid not in taken else first_free_id(id_prefix(inner.type, inner.params), taken)
             taken.add(new_id)
             ids[nid] = new_id
             p = {**_copy.deepcopy(inner.params), **_copy.deepcopy(values.get(nid, {}))}

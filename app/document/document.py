@@ -11,7 +11,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -307,10 +307,7 @@ class Document:
 
     def fresh_id(self, prefix: str) -> str:
         """The first free id `prefix1`, `prefix2`, ..."""
-        n = 1
-        while f"{prefix}{n}" in self.nodes:
-            n += 1
-        return f"{prefix}{n}"
+        return first_free_id(prefix, self.nodes)
 
     def resolved_params(self, node_id: str) -> dict[str, Any]:
         """The node's params with catalogue defaults filled in (raises ParamError if invalid)."""
@@ -326,12 +323,7 @@ class Document:
         if len(self.nodes) >= MAX_NODES:
             raise DocumentError(f"a graph can have at most {MAX_NODES} nodes")
         if node_id is None:
-            if type == "Block":
-                from .blocks import instance_prefix
-
-                node_id = self.fresh_id(instance_prefix((params or {}).get("block")))
-            else:
-                node_id = self.fresh_id(spec.id_prefix)
+            node_id = self.fresh_id(id_prefix(type, params or {}))
         else:
             self._check_new_id(node_id)
         if type in ("BlockInput", "BlockOutput") and self._root is None:
@@ -624,16 +616,7 @@ class Document:
         for old_id, node in pasted.nodes.items():
             new_id = old_id
             if new_id in taken:
-                if node.type == "Block":
-                    from .blocks import instance_prefix
-
-                    prefix = instance_prefix(node.params.get("block"))
-                else:
-                    prefix = get_spec(node.type).id_prefix
-                n = 1
-                while f"{prefix}{n}" in taken:
-                    n += 1
-                new_id = f"{prefix}{n}"
+                new_id = first_free_id(id_prefix(node.type, node.params), taken)
             taken.add(new_id)
             mapping[old_id] = new_id
         for old_id, node in pasted.nodes.items():
@@ -701,6 +684,24 @@ class Document:
         _check_id(node_id)
         if node_id in self.nodes:
             raise DocumentError(f"there is already a node {node_id}")
+
+
+def first_free_id(prefix: str, taken: Container[str]) -> str:
+    """The first of `prefix1`, `prefix2`, ... not in `taken`."""
+    n = 1
+    while f"{prefix}{n}" in taken:
+        n += 1
+    return f"{prefix}{n}"
+
+
+def id_prefix(type_: str, params: Mapping[str, Any]) -> str:
+    """What a new node is called before its number: its catalogue prefix (`fc`, `conv`), or for a Block
+    instance its block's name (`blocks.instance_prefix`)."""
+    if type_ == "Block":
+        from .blocks import instance_prefix
+
+        return instance_prefix(params.get("block"))
+    return get_spec(type_).id_prefix
 
 
 def _blocks_needed(root: Document, nodes: Iterable[Node]) -> list[str]:
@@ -781,9 +782,7 @@ def _parse_document(data: Any, *, strict: bool) -> Document:
     if not isinstance(data, dict):
         raise DocumentError(f"a graph document is a JSON object, got {_json_type(data)}")
     _check_header(data)
-    unknown = sorted(str(k) for k in data if k not in _TOP_KEYS)
-    if unknown:
-        raise DocumentError(f"unknown top-level field '{unknown[0]}' (known: {', '.join(sorted(_TOP_KEYS))})")
+    check_fields(data, _TOP_KEYS, "unknown top-level field")
     doc = _parse_graph(data, "", strict=strict)
     if "blocks" in data:
         from .blocks import check_blocks, check_instance_params, parse_blocks
@@ -869,6 +868,13 @@ def _parse_graph_body(data: Mapping[str, Any], *, strict: bool, inner: bool) -> 
         if node.type == "BlockPort" and strict:
             raise DocumentError(f"node {node.id}: a BlockPort is made by expanding blocks, not stored")
     return doc
+
+
+def check_fields(data: Mapping[Any, Any], known: Collection[str], what: str) -> None:
+    """Refuse a key not in `known`: "<what> 'x' (known: a, b, c)", the first unknown key in sorted order."""
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise DocumentError(f"{what} '{unknown[0]}' (known: {', '.join(sorted(known))})")
 
 
 def _wrap_document_error(fn: Callable[[], Any], prefix: str) -> Any:

@@ -26,6 +26,7 @@ from .document import (
     _json_type,
     _parse_document,
     _short,
+    check_fields,
     check_version,
     dumps_blocks,
     parse_json_text,
@@ -94,9 +95,7 @@ def parse_block(data: Any) -> LibraryBlock:
     version = check_version(data)
     if version < 2:  # blocks came with version 2 of the format
         raise DocumentError(f"unknown block format version {version}")
-    unknown = sorted(str(k) for k in data if k not in _TOP_KEYS)
-    if unknown:
-        raise DocumentError(f"unknown top-level field '{unknown[0]}' (known: {', '.join(sorted(_TOP_KEYS))})")
+    check_fields(data, _TOP_KEYS, "unknown top-level field")
     name = data.get("block")
     if not isinstance(name, str):
         raise DocumentError(f"'block' must name the block the file holds, got {_short(name)}")

@@ -21,7 +21,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsObject, QStyleOptionGraphicsItem, QWidget
 
 from app.document import Edge, NodeInfo, NodeSpec, Problem, format_shape
-from app.document.blocks import PORT_TYPES, BlockDef
+from app.document.blocks import PORT_TYPES, BlockDef, passed_values
 from app.document.document import Document, Node
 from widgets.theme import current_theme, icon
 
@@ -114,21 +114,12 @@ def _copies(params: dict[str, Any]) -> int:
     return repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 1 else 1
 
 
-def _inner_params(d: BlockDef, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """What an instance with `params` sets on the nodes inside `d` (its exposed parameters' targets)."""
-    inner: dict[str, dict[str, Any]] = {}
-    for pname, ep in d.params.items():
-        for target, tparam in ep.targets:
-            inner.setdefault(target, {})[tparam] = params.get(pname, ep.default)
-    return inner
-
-
 def layer_count(root: Document, d: BlockDef, params: dict[str, Any] | None = None,
                 _chain: tuple[str, ...] = ()) -> int:
     """How many layers one copy of an instance of `d` with `params` runs: its own, and those of the
     blocks inside it, as many times as each repeats (an exposed parameter may set an inner repeat);
     ports are not layers, and a definition that uses itself counts once."""
-    inner = _inner_params(d, params or {})
+    inner = passed_values(d, params or {})
     total = 0
     for node in d.graph.nodes.values():
         if node.type in PORT_TYPES:
@@ -147,7 +138,7 @@ def block_contents(root: Document, d: BlockDef, params: dict[str, Any] | None = 
     layers" when blocks are inside it (each copy of a repeat counted, the layers counted through them)."""
     n = layer_count(root, d, params)
     text = f"{n} layer{'s' if n != 1 else ''}"
-    inner = _inner_params(d, params or {})
+    inner = passed_values(d, params or {})
     blocks_in = sum(_copies({**node.params, **inner.get(node.id, {})})
                     for node in d.graph.nodes.values() if node.type == "Block")
     return f"{blocks_in} block{'s' if blocks_in != 1 else ''} · {text}" if blocks_in else text
