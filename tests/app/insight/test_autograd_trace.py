@@ -17,11 +17,13 @@ import engine
 from app.document import load_document
 from app.export import generate_script
 from app.insight.autograd_trace import (
+    MAX_TRACE_LAYERS,
     PRESETS,
     ExpressionError,
     TraceOptions,
     build_expression,
     parse_values,
+    trace_document,
     trace_expression,
     trace_training_step,
 )
@@ -285,3 +287,20 @@ def test_the_hook_fires_again_in_the_second_derivatives_walk_like_torchs():
     torch.autograd.grad(x.grad, x)
     hooks = [s for s in trace.steps if s.kind == "hook"]
     assert [float(s.grad_outputs[0]) for s in hooks] == seen == [75.0, 120.0]
+
+
+def test_a_graph_past_the_layer_cap_is_refused_in_one_line_before_anything_is_built():
+    from app.document import blocks as B
+
+    doc = load_document(EXAMPLES / "cnn_digits.json")
+    inst = B.group(doc, ["conv2", "act2"], name="stage")
+    doc.set_param(inst, "repeat", MAX_TRACE_LAYERS)  # two layers (and two ports) per copy
+    layers = B.expanded_size(doc)
+    assert layers > MAX_TRACE_LAYERS
+    with pytest.raises(ExpressionError) as err:
+        trace_document(doc)
+    assert str(err.value) == (f"the graph has {layers:,} layers; the stepper traces graphs of up to "
+                              f"{MAX_TRACE_LAYERS} (try a smaller graph, or one of its blocks on its own)")
+    doc.set_param(inst, "repeat", 2)  # under the cap it traces: every parameter of every copy gets a step
+    trace = trace_document(doc)
+    assert {f"{inst}.{r}.conv2.weight" for r in range(2)} <= {s.leaf for s in trace.steps if s.kind == "leaf"}
