@@ -383,7 +383,10 @@ class MainWindow(QMainWindow):
         warnings = [p for p in statuses if p.severity == "warning"]
         missing = [w for w, t in (("Input", "Input"), ("Output", "Output"))
                    if not any(n.type == t for n in doc.nodes.values())]
-        parts = [f"{len(doc.nodes)} nodes", f"{len(doc.edges)} wires", f"{info.total_params:,} parameters"]
+        shown = self.editor.graph  # inside a block: its definition, counted as the canvas shows it
+        where = f"block {self.editor.levels[-1].block}: " if self.editor.levels else ""
+        parts = [f"{where}{len(shown.nodes)} nodes", f"{len(shown.edges)} wires",
+                 f"{info.total_params:,} parameters" + (" in the whole model" if where else "")]
         if errors:
             parts.append(f"⚠ {len(errors)} problem{'s' if len(errors) != 1 else ''}")
         if warnings:

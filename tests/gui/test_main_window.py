@@ -13,6 +13,8 @@ from PySide6.QtCore import QSettings
 
 from app.document import load_document, save_document
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
+
 
 def test_save_then_reopen_gives_the_same_document(window, tmp_path):
     window.editor.set_param("fc1", "out_features", 48)
@@ -217,3 +219,23 @@ def test_a_training_screenshot_of_a_graph_that_cannot_train_says_why_and_still_r
     assert out.stat().st_size > 10_000
     assert ("wiregrad: Can't train this graph: Fix this first: node loss, port in: CrossEntropyLoss expects "
             "(N, C) logits for class labels, got (N, 32, 2, 10); add Flatten before out") in result.stderr
+
+
+def test_inside_a_block_the_status_bar_counts_the_blocks_graph(make_window, qtbot):
+
+    doc = load_document(EXAMPLES / "resnet18_cifar.json")
+    win = make_window(doc)
+    total = win.editor.info.total_params
+    top = win._status.text()
+    assert f"{len(doc.nodes)} nodes" in top and f"{total:,} parameters" in top and "block" not in top
+    inst = next(n.id for n in doc.nodes.values() if n.type == "Block")
+    name = doc.nodes[inst].params["block"]
+    assert win.editor.open_block(inst)
+    inner = doc.blocks[name].graph
+    qtbot.waitUntil(lambda: f"block {name}:" in win._status.text(), timeout=5000)
+    text = win._status.text()
+    assert f"block {name}: {len(inner.nodes)} nodes" in text and f"{len(inner.edges)} wires" in text
+    assert f"{total:,} parameters in the whole model" in text
+    win.editor.close_block()
+    qtbot.waitUntil(lambda: "block" not in win._status.text(), timeout=5000)
+    assert win._status.text() == top
