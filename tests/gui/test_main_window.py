@@ -222,7 +222,6 @@ def test_a_training_screenshot_of_a_graph_that_cannot_train_says_why_and_still_r
 
 
 def test_inside_a_block_the_status_bar_counts_the_blocks_graph(make_window, qtbot):
-
     doc = load_document(EXAMPLES / "resnet18_cifar.json")
     win = make_window(doc)
     total = win.editor.info.total_params
