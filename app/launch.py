@@ -440,7 +440,8 @@ def run_launch(args: argparse.Namespace, stream: Any = None) -> dict[str, Any]:
     options = LaunchOptions(args.nproc_per_node, args.nnodes, args.rdzv_endpoint, args.device or "auto",
                             args.epochs)
     options.check()
-    require_torch()
+    if not args.prepare_only:  # the files for a cluster are written without torch here (a laptop without it)
+        require_torch()
     from app.document import format_problem, load_document
     from app.export import ExportError
     from app.training.preflight import preflight

@@ -5,6 +5,7 @@ that also runs under `torchrun` with DistributedDataParallel.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import json
 import keyword
@@ -178,12 +179,37 @@ class _Names:
         return self.var[nid]
 
 
+# torch.nn.Module's attributes (torch 2.13) that the engine's Module, which has the rest, lacks: a node
+# id equal to one of them would shadow it in the script
+_TORCH_ONLY_MODULE_ATTRS = frozenset((
+    "T_destination", "_call_impl", "_compiled_call_impl", "_get_backward_hooks",
+    "_get_backward_pre_hooks", "_maybe_warn_non_full_backward_hook",
+    "_register_load_state_dict_pre_hook", "_register_state_dict_hook", "_replicate_for_data_parallel",
+    "_slow_forward", "_wrapped_call_impl", "call_super_init", "compile", "dump_patches", "forward",
+    "get_buffer", "get_extra_state", "ipu", "mtia", "register_full_backward_pre_hook",
+    "register_load_state_dict_post_hook", "register_load_state_dict_pre_hook",
+    "register_state_dict_post_hook", "register_state_dict_pre_hook", "set_extra_state", "set_submodule",
+    "share_memory", "to_empty", "xpu"))
+
+
+@functools.lru_cache(maxsize=1)
+def _module_attrs() -> frozenset[str]:
+    """The names a node id must not take as an attribute: nn.Module's, known without torch (exporting needs
+    no torch here; the script runs where it is), and the installed torch's too when there is one (newer)."""
+    import engine.nn
+
+    names = set(dir(engine.nn.Module)) | _TORCH_ONLY_MODULE_ATTRS
+    try:
+        import torch.nn
+    except ImportError:
+        return frozenset(names)
+    return frozenset(names | set(dir(torch.nn.Module)))
+
+
 def _module_attr(nid: str) -> str:
     """How forward() reaches a node's layer. The attribute is the node id, so state-dict keys are
     the ids; an id that is a keyword or shadows an nn.Module method goes through `_modules`."""
-    import torch.nn  # noqa: F401 - only to know Module's attribute names
-
-    if _ASCII_NAME.fullmatch(nid) and not keyword.iskeyword(nid) and not hasattr(torch.nn.Module, nid):
+    if _ASCII_NAME.fullmatch(nid) and not keyword.iskeyword(nid) and nid not in _module_attrs():
         return f"self.{nid}"
     return f"self._modules[{nid!r}]"
 

@@ -179,6 +179,13 @@ def test_torch_missing_says_how_to_install_it(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("wiregrad launch: error: PyTorch is not installed")
     assert "pip install torch" in lines[0]
     assert MLP.read_bytes() == before and not out.exists()
+    # the files for a cluster need no torch here: the script and the torchrun commands are written
+    hidden = _env(PYTHONPATH=os.pathsep.join([str(tmp_path / "shim"), str(ROOT)]))
+    prepared = _cli("launch", str(MLP), "--nnodes", "2", "--rdzv-endpoint", "node0:29400", "--out", str(out),
+                    "--prepare-only", env=hidden)
+    assert prepared.returncode == 0, prepared.stderr
+    assert (out / "train_model.py").is_file() and (out / "launch" / "torchrun_node1.sh").is_file()
+    compile((out / "train_model.py").read_text(), "train_model.py", "exec")  # the script is whole
 
 
 def test_a_port_in_use_is_one_clear_line(tmp_path):
