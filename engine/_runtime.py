@@ -73,17 +73,13 @@ def get_num_threads() -> int:
     return max((p["num_threads"] for p in pools), default=os.cpu_count() or 1)
 
 
-_limiter = None
-
-
 def set_num_threads(n: int) -> None:
     """Caps NumPy's BLAS threads for the whole process, as torch.set_num_threads caps its intra-op pool."""
     if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
         raise RuntimeError("set_num_threads expects a positive integer")
-    from threadpoolctl import ThreadpoolController
+    from .backend.parallel import set_blas_threads
 
-    global _limiter
-    _limiter = ThreadpoolController().limit(limits=n, user_api="blas")  # kept: the cap lasts while it lives
+    set_blas_threads(n)  # from any thread, and in step with the caps trainers hold (parallel.blas_limit)
 
 
 def get_num_interop_threads() -> int:

@@ -282,9 +282,9 @@ class Trainer:
         if self.blas_threads is None:
             yield
             return
-        from threadpoolctl import threadpool_limits
+        from engine.backend.parallel import blas_limit  # combines with other trainers' caps in this process
 
-        with threadpool_limits(limits=self.blas_threads, user_api="blas"):
+        with blas_limit(self.blas_threads):
             yield
 
     def run_info(self) -> RunInfo:

@@ -2,10 +2,12 @@
 single autograd Function (engine/nn/functional/conv.py, pooling.py) computes with.
 
 Two implementations of each array function, chosen by the Geometry (`geom.cuda`):
-- NumPy/CuPy over 1 to 3 spatial dims (the array module taken from the data): im2col through a strided view
-  + one GEMM over the whole batch (channel-major columns; a batched GEMM per sample when grouped), a stride-1
-  input gradient as the convolution of gy with the flipped kernel, col2im by kernel offset otherwise; pooling
-  a pass per kernel offset.
+- NumPy over 1 to 3 spatial dims, ungrouped: a piece of samples at a time (their columns cache-sized, one
+  GEMM each, the result written straight into NCHW), the pieces shared out across the intra-op threads
+  (backend/parallel.py); a stride-1 input gradient as the convolution of gy with the flipped kernel, a GEMM
+  per kernel offset otherwise. CuPy (and grouped convolutions): im2col through a strided view + one GEMM over
+  the whole batch (channel-major columns; a batched GEMM per sample when grouped), col2im by kernel offset.
+  Pooling: a pass per kernel offset (max pooling's samples shared out across threads on NumPy).
 - 2-D on a GPU: our CUDA kernels (backend/cuda_kernels.py, kernels/im2col.cu and pool.cu) around cuBLAS
   GEMMs, in a channel-major column layout for an ungrouped convolution (one GEMM over the whole batch)."""
 
@@ -17,7 +19,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import backend_of_array
+from . import backend_of_array, parallel
 from . import cuda_kernels as K
 
 
@@ -76,7 +78,10 @@ class Geometry:
         if not any(self.pads):
             return a
         out = _xp(a).full(a.shape[:2] + self.padded_hw, value, dtype=a.dtype)
-        out[self._inner()] = a
+        if isinstance(out, np.ndarray):
+            parallel.copyto(out[self._inner()], a)  # a large one split across the intra-op threads
+        else:
+            out[self._inner()] = a
         return out
 
     def windows(self, xp):
@@ -156,13 +161,16 @@ def _from_channel_major(y2, n: int, bias=None):
 
 
 def _conv_fwd(x, w, geom: Geometry, cols=None, bias=None):
-    """(y, columns): ungrouped, channel-major columns and one GEMM over the whole batch (with N small GEMMs,
-    one per sample, the weight gradient could not be one GEMM either); grouped, (N, G, K, L) columns and a
+    """(y, columns): ungrouped on NumPy, a few samples at a time (_pieces_gemm; no columns kept, None); on
+    CuPy, channel-major columns and one GEMM over the whole batch; grouped, (N, G, K, L) columns and a
     batched GEMM per sample and group. `bias` is added when given (ungrouped: in the transposing pass)."""
     g = geom.groups
     n = x.shape[0]
     o = w.shape[0]
     xp = _xp(x)
+    if g == 1 and cols is None and xp is np:
+        y = _pieces_gemm(x, geom, w.reshape(o, -1), (n, o, math.prod(geom.out_hw)), bias)
+        return y.reshape(n, o, *geom.out_hw), None
     if g == 1:
         if cols is None:
             cols = _im2col_channel_major(x, geom)
@@ -175,6 +183,119 @@ def _conv_fwd(x, w, geom: Geometry, cols=None, bias=None):
     if bias is not None:
         y += bias.reshape((1, -1) + (1,) * len(geom.kernel))
     return y, cols
+
+
+PIECE_BYTES = 3 << 19
+"""The columns of one piece of an ungrouped NumPy convolution, at most (unless one sample's are more): 1.5 MiB
+stays in L3 between the copy that makes them and the GEMM that reads them, and nothing the size of the whole
+batch's columns (9x the input for a 3x3 kernel) is ever allocated. The small ResNet's 3x3 32->32 layer on
+32x32 images (1 thread): forward 14-18 ms vs 20-22 ms for the whole batch's 37.7 MB of columns, one GEMM and a
+transpose back to NCHW; both gradients 28-31 vs 43-45 ms (isolated; in a training step ~10% of the conv time,
+the GEMMs being most of it). Smaller pieces (row bands of a sample, L2-sized) and columns copied as long flat
+runs measured no faster in a training step."""
+
+
+def _samples_per_piece(geom: Geometry, channels: int, itemsize: int, n: int) -> int:
+    per_sample = channels * math.prod(geom.kernel) * math.prod(geom.out_hw) * itemsize
+    return max(1, min(n, PIECE_BYTES // max(per_sample, 1)))
+
+
+def _is_pointwise(geom: Geometry) -> bool:
+    """A window of one element at each input position (1x1 kernel, stride 1, no padding): the columns are
+    the input itself."""
+    return (all(k == 1 for k in geom.kernel) and all(s == 1 for s in geom.stride) and not any(geom.pads))
+
+
+def _piece_columns(geom: Geometry, a, nb: int, by_channel: bool = False):
+    """For one thread: a function taking samples [s, e) of `a` (N, C, *spatial) to their columns, made in
+    buffers of this thread's that the next piece reuses (a padded copy whose border stays zero, the columns):
+    (e-s, C*prod(kernel), prod(out)) per sample, or with `by_channel` (C*prod(kernel), (e-s)*prod(out)), the
+    piece's samples side by side in each row (one GEMM for the piece's weight gradient)."""
+    n, c = a.shape[:2]
+    kk, length = c * math.prod(geom.kernel), math.prod(geom.out_hw)
+    if _is_pointwise(geom) and not by_channel:
+        return lambda s, e: a[s:e].reshape(e - s, kk, length)
+    padded = np.zeros((nb, c, *geom.padded_hw), a.dtype) if any(geom.pads) else None
+    inner = geom._inner()
+    buf = np.empty(nb * kk * length, a.dtype)
+    nd = len(geom.kernel)
+    order = (1, *range(2, 2 + nd), 0, *range(2 + nd, 2 + 2 * nd))  # (C, *kernel, samples, *out)
+
+    whole = geom.windows(a) if padded is None else None  # the windows of every sample: a view, sliced
+    views = {}  # piece length -> the windows of the padded buffer's first samples (made once: ~6 µs each)
+
+    def make(s, e):
+        k = e - s
+        if padded is None:
+            view = whole[s:e]
+        else:
+            padded[:k][inner] = a[s:e]
+            view = views.get(k)
+            if view is None:
+                view = views[k] = geom.windows(padded[:k])
+        if by_channel:
+            view = view.transpose(order)
+        cols = buf[: k * kk * length].reshape(view.shape)
+        np.copyto(cols, view)
+        return cols.reshape(kk, k * length) if by_channel else cols.reshape(k, kk, length)
+    return make
+
+
+def _pieces_gemm(a, geom: Geometry, w2, out_shape, bias=None):
+    """out[n] = w2 @ columns(a[n]) (+ bias per row) for every sample n of `a`, a piece of samples at a time
+    (their columns cache-sized), each piece's GEMM written straight into its place in the (N, O, L) result:
+    no whole-batch columns, no transpose back to NCHW. Pieces run across parallel.threads() threads."""
+    n = a.shape[0]
+    a = np.ascontiguousarray(a)
+    # each sample's result is its own, so the pieces may follow the thread count: one share each at least
+    nb = min(_samples_per_piece(geom, a.shape[1], a.dtype.itemsize, n), -(-n // parallel.threads()))
+    out = np.empty(out_shape, np.result_type(a.dtype, w2.dtype))
+    b = None if bias is None else bias.reshape(-1, 1)
+
+    def setup():
+        columns = _piece_columns(geom, a, nb)
+
+        def piece(s, e):
+            np.matmul(w2, columns(s, e), out=out[s:e])
+            if b is not None:
+                out[s:e] += b
+        return piece
+
+    parallel.run(parallel.split(n, nb), setup, blas=True)
+    return out
+
+
+def _pieces_weight_grad(x, gy, geom: Geometry):
+    """(O, C*prod(kernel)): sum over the batch of gy[n] @ columns(x[n]).T, a piece of samples at a time; each
+    piece's partial sum is one GEMM (gy and the columns laid out (rows, samples*L) within the piece), and the
+    partial sums are added in piece order, so the result is the same for any thread count."""
+    n, c = x.shape[:2]
+    o = gy.shape[1]
+    length = math.prod(geom.out_hw)
+    gy3 = gy.reshape(n, o, length)
+    x = np.ascontiguousarray(x)
+    nb = _samples_per_piece(geom, c, x.dtype.itemsize, n)
+
+    def setup():
+        columns = _piece_columns(geom, x, nb, by_channel=nb > 1)
+        gy_buf = np.empty(o * nb * length, gy.dtype) if nb > 1 else None
+
+        def piece(s, e):
+            cols = columns(s, e)
+            if nb == 1:
+                return np.dot(gy3[s], cols[0].T)
+            g2 = gy_buf[: o * (e - s) * length].reshape(o, e - s, length)
+            np.copyto(g2, gy3[s:e].transpose(1, 0, 2))
+            return np.dot(g2.reshape(o, -1), cols.T)
+        return piece
+
+    parts = parallel.run(parallel.split(n, nb), setup, blas=True)
+    if not parts:  # an empty batch
+        return np.zeros((o, c * math.prod(geom.kernel)), np.result_type(x.dtype, gy.dtype))
+    total = parts[0]
+    for p in parts[1:]:
+        total += p
+    return total
 
 
 def _flipped_geometry(geom: Geometry, o: int):
@@ -208,10 +329,16 @@ def _conv_input_grad(gy, w, geom: Geometry, gy_t=None):
         if flipped is None:
             return _conv_input_grad_batch_last(gy, w, geom)
         xp = _xp(gy)
-        gy_t = channel_major(gy) if gy_t is None else gy_t
         nd = len(geom.kernel)
         flip = (slice(None), slice(None)) + (slice(None, None, -1),) * nd
         wf = xp.ascontiguousarray(w[flip].swapaxes(0, 1))  # (C, O, *kernel), each kernel reversed
+        if xp is np:  # a few samples at a time, each sample's gradient straight into its NCHW place
+            over_gy = Geometry((n, o, *geom.out_hw), geom.kernel, geom.stride, geom.dilation, flipped.pads, 1,
+                               out_hw=geom.in_shape[2:])
+            gx = _pieces_gemm(gy, over_gy, wf.reshape(wf.shape[0], -1),
+                              (n, wf.shape[0], math.prod(geom.in_shape[2:])))
+            return gx.reshape(geom.in_shape)
+        gy_t = channel_major(gy) if gy_t is None else gy_t
         cols = _im2col_channel_major(gy_t.reshape(o, n, *geom.out_hw), flipped, batch_first=False)
         gx = _from_channel_major(xp.dot(wf.reshape(wf.shape[0], -1), cols), n)
         return gx.reshape(geom.in_shape)
@@ -243,6 +370,8 @@ def _conv_weight_grad(x, gy, geom: Geometry, w_shape, cols=None, gy_t=None):
     (_conv_fwd's, BLAS reading them transposed in place); grouped, batched GEMMs and a sum over the batch."""
     g = geom.groups
     n, o = gy.shape[:2]
+    if g == 1 and cols is None and _xp(x) is np:
+        return _pieces_weight_grad(x, gy, geom).reshape(w_shape)
     if g == 1:
         if cols is None:
             cols = _im2col_channel_major(x, geom)
@@ -337,8 +466,9 @@ def conv_forward(x, w, b, geom: Geometry):
 
 def conv_output_grad_layout(gy, geom: Geometry):
     """gy in the layout both gradients' GEMMs read, made once for the two: channel-major (o, N*L) for an
-    ungrouped convolution; None where the implementation reads gy as it is."""
-    return channel_major(gy) if geom.groups == 1 else None
+    ungrouped convolution on the kernels or CuPy; None where the implementation reads gy as it is (NumPy's
+    convolutions work a piece of samples at a time in NCHW)."""
+    return channel_major(gy) if geom.groups == 1 and (geom.cuda or _xp(gy) is not np) else None
 
 
 def conv_input_grad(gy, w, geom: Geometry, gy_t=None):
@@ -390,6 +520,16 @@ def max_pool(a, geom: Geometry, float_input: bool):
     Integers pool too, as torch's do (`float_input` False): their padding is the type's smallest value."""
     if geom.cuda:
         return K.max_pool2d(a, *_window_args(geom))
+    if isinstance(a, np.ndarray) and a.ndim > 2:  # samples shared out across threads (each its own windows)
+        parts = parallel.map_rows(lambda s, e: _max_pool(a[s:e], geom, float_input), a.shape[0],
+                                  a[:1].nbytes)
+        if len(parts) == 1:
+            return parts[0]
+        return tuple(np.concatenate(p) for p in zip(*parts))
+    return _max_pool(a, geom, float_input)
+
+
+def _max_pool(a, geom: Geometry, float_input: bool):
     m = _xp(a)
     xp = geom.pad(a, -np.inf if float_input else np.iinfo(a.dtype).min)
     # offsets are visited in increasing order, so "last offset whose value beat the running max" is
@@ -420,14 +560,30 @@ def max_unpool(g, geom: Geometry, arg):
         return K.max_pool2d_backward(g, arg, geom.in_shape, *_window_args(geom))
     xp = _xp(g)
     n, c = geom.in_shape[:2]
-    out = xp.zeros((n, c, *geom.padded_hw), dtype=g.dtype)
     disjoint = not geom.overlapping
-    for k, sl in geom.offset_slices():
-        if disjoint:  # each input element is in one window at most: write, don't accumulate
-            xp.multiply(g, arg == k, out=out[sl])
-        else:
-            out[sl] += g * (arg == k)
+    # each input element in one window at most and the windows covering the input: every element is written
+    out = (xp.empty if disjoint and _covers(geom) else xp.zeros)((n, c, *geom.padded_hw), dtype=g.dtype)
+
+    def route(s, e):
+        dst = out[s:e]
+        for k, sl in geom.offset_slices():
+            if disjoint:  # write, don't accumulate
+                xp.multiply(g[s:e], arg[s:e] == k, out=dst[sl])
+            else:
+                dst[sl] += g[s:e] * (arg[s:e] == k)
+
+    if xp is np and n:
+        parallel.map_rows(route, n, out[:1].nbytes)  # samples shared out across threads
+    else:
+        route(0, n)
     return xp.ascontiguousarray(geom.crop(out)) if any(geom.pads) else out
+
+
+def _covers(geom: Geometry) -> bool:
+    """The windows tile the padded input: every padded element is in some window (stride == kernel * dilation
+    span with nothing left over at the end, dilation 1)."""
+    return all(d == 1 and s == k and o * s == p
+               for k, s, d, o, p in zip(geom.kernel, geom.stride, geom.dilation, geom.out_hw, geom.padded_hw))
 
 
 def max_gather(x, geom: Geometry, arg):

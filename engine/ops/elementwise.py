@@ -16,7 +16,7 @@ from ..autograd.function import Function, _next_seq
 from ..autograd.grad_mode import no_grad, state
 from ..autograd.inplace import bump
 from ..autograd.naming import torch_node
-from ..backend import CPU, numpy_backend
+from ..backend import CPU, numpy_backend, parallel
 from ..backend import cuda_kernels as K
 from ..tensor import (
     _CONTIGUOUS_STRIDES,
@@ -951,9 +951,12 @@ def _relu_np(a, out=None):
         z = _RELU_ZEROS[a.dtype] = np.zeros(_RELU_CHUNK, a.dtype)
         z.flags.writeable = False
     src, dst = a.reshape(-1), out.reshape(-1)
-    for i in range(0, n, _RELU_CHUNK):
-        j = min(i + _RELU_CHUNK, n)
-        np.maximum(z[: j - i], src[i:j], out=dst[i:j])
+
+    def span(lo, hi):
+        for i in range(lo, hi, _RELU_CHUNK):
+            j = min(i + _RELU_CHUNK, hi)
+            np.maximum(z[: j - i], src[i:j], out=dst[i:j])
+    parallel.map_rows(span, n, a.itemsize)  # large: shared out across the intra-op threads
     return out
 
 
@@ -962,6 +965,17 @@ def _relu_grad_np(g, out):
     A relu output is >= 0 or NaN, so `out != 0` is that mask. Multiplying by the mask is the fast way, but an
     inf or NaN gradient times 0 is NaN where torch's select gives 0: a sum that is not finite (such a
     gradient, or a rare overflow of the sum itself) sends the batch through the select."""
+    if (isinstance(g, np.ndarray) and g.shape == out.shape and g.dtype.kind == "f" and g.flags.c_contiguous
+            and out.flags.c_contiguous and g.nbytes >= parallel.MIN_BYTES and parallel.threads() > 1):
+        r = np.empty(g.shape, g.dtype)
+        gf, of, rf = g.reshape(-1), out.reshape(-1), r.reshape(-1)
+
+        def span(lo, hi):  # the mask and product a thread's share at a time, and that share's sum
+            np.multiply(gf[lo:hi], of[lo:hi] != 0, out=rf[lo:hi])
+            return np.add.reduce(rf[lo:hi])
+        if np.isfinite(sum(parallel.map_rows(span, g.size, g.itemsize))):
+            return r
+        return np.where(out != 0, g, r.dtype.type(0))
     mask = out != 0
     r = np.multiply(g, mask)
     if D.is_float_array(r) and r.size and not np.isfinite(np.add.reduce(r, axis=None)):

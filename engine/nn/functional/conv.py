@@ -37,9 +37,9 @@ class Convolution(Function):
         ctx.save_for_backward(x, w)
         ctx.geom = geom
         nig = ctx.needs_input_grad
-        if nig and nig[1] and (geom.cuda or cols.nbytes <= 2 * x._arr.nbytes):
-            # reused by the weight gradient; on the CPU only when small: a 3x3 convolution's are 9x its input,
-            # most of a conv net's peak memory if every layer kept them, for one im2col saved per layer
+        if nig and nig[1] and cols is not None and (geom.cuda or cols.nbytes <= 2 * x._arr.nbytes):
+            # reused by the weight gradient; on CuPy only when small: a 3x3 convolution's are 9x its input,
+            # most of a conv net's peak memory if every layer kept them (NumPy makes none: cols is None)
             ctx.cols = cols
         return y
 

@@ -13,7 +13,7 @@ from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad, state
 from ...autograd.inplace import bump
 from ...autograd.naming import torch_node
-from ...backend import backend_of_array
+from ...backend import backend_of_array, parallel
 from ...backend import cuda_kernels as K
 from ...tensor import Tensor, _wrap_array
 from .padding import pad
@@ -133,11 +133,15 @@ def _per_channel_forward(ctx, x, w, b, axes, eps, running, pshape):
     with one channel a group): y = x * scale + shift per channel, torch's CPU formula, in two passes over x
     after the statistics. Only x and the per-channel mean and invstd are kept (no normalised copy of x)."""
     a = _opmath(x._arr)
-    mean = a.mean(axes, keepdims=True)
-    sq = a - mean
-    np.multiply(sq, sq, out=sq)
-    var = sq.mean(axes, keepdims=True)
-    del sq
+    rows = _rows(a, axes)
+    if rows is not None:
+        mean, var = _row_statistics(rows, a, axes)
+    else:
+        mean = a.mean(axes, keepdims=True)
+        sq = a - mean
+        np.multiply(sq, sq, out=sq)
+        var = sq.mean(axes, keepdims=True)
+        del sq
     invstd = 1.0 / np.sqrt(var + eps)
     if running is not None:
         _update_running(running, mean, var, a.size // mean.size)
@@ -145,8 +149,19 @@ def _per_channel_forward(ctx, x, w, b, axes, eps, running, pshape):
     shift = -mean * scale
     if b is not None:
         shift += b._arr.reshape(pshape)
-    y = a * scale.astype(a.dtype, copy=False)
-    y += shift.astype(a.dtype, copy=False)
+    scale, shift = scale.astype(a.dtype, copy=False), shift.astype(a.dtype, copy=False)
+    if rows is not None:  # y = x * scale + shift a piece of samples at a time, while the piece is in cache
+        y3 = np.empty(rows.shape, a.dtype)
+        scale3, shift3 = _per_row(scale, rows), _per_row(shift, rows)
+
+        def affine(s, e):
+            np.multiply(rows[s:e], _of_samples(scale3, s, e), out=y3[s:e])
+            y3[s:e] += _of_samples(shift3, s, e)
+        _each_piece(rows, affine)
+        y = y3.reshape(a.shape)
+    else:
+        y = a * scale
+        y += shift
     y = y.astype(x._arr.dtype, copy=False)
     ctx.axes, ctx.eps, ctx.pshape, ctx.per_channel = axes, eps, pshape, True
     ctx.mean, ctx.invstd = mean, invstd
@@ -162,19 +177,28 @@ def _per_channel_backward(ctx, g, x, w, b):
     ga, a = _opmath(g._arr), _opmath(x._arr)
     mean, invstd = ctx.mean, ctx.invstd
     m = a.size // mean.size
-    xc = a - mean
-    sum_g = ga.sum(axes, keepdims=True)
-    gx_buf = ga * xc
-    dot = gx_buf.sum(axes, keepdims=True)  # sum(g * xhat) = invstd * dot
+    rows, grows = _rows(a, axes), _rows(ga, axes)
+    if rows is not None and grows is not None:
+        sum_g, dot = _row_gradient_sums(grows, rows, mean, axes)
+    else:
+        rows = None
+        xc = a - mean
+        sum_g = ga.sum(axes, keepdims=True)
+        gx_buf = ga * xc
+        dot = gx_buf.sum(axes, keepdims=True)  # sum(g * xhat) = invstd * dot
     gx = gw = gb = None
     if nig[0]:
         s = invstd if w is None else invstd * w._arr.reshape(pshape)
         k1 = (-s * invstd * invstd * dot / m).astype(ga.dtype, copy=False)
         k0 = (-s * sum_g / m).astype(ga.dtype, copy=False)
-        np.multiply(xc, k1, out=xc)
-        np.multiply(ga, s.astype(ga.dtype, copy=False), out=gx_buf)
-        gx_buf += xc
-        gx_buf += k0
+        s = s.astype(ga.dtype, copy=False)
+        if rows is not None:
+            gx_buf = _row_input_gradient(grows, rows, mean, s, k1, k0).reshape(ga.shape)
+        else:
+            np.multiply(xc, k1, out=xc)
+            np.multiply(ga, s, out=gx_buf)
+            gx_buf += xc
+            gx_buf += k0
         gx = _wrap_array(gx_buf.astype(g._arr.dtype, copy=False))
     rest = _axes_to(dot.shape, pshape)  # per-sample statistics (instance norm): the batch's sum as well
     if w is not None and nig[1]:
@@ -183,6 +207,102 @@ def _per_channel_backward(ctx, g, x, w, b):
     if b is not None and nig[2]:
         gb = _wrap_array(sum_g.sum(rest).reshape(b._shape).astype(b._arr.dtype, copy=False))
     return gx, gw, gb, None, None, None, None, None
+
+
+PIECE_BYTES = 1 << 20
+"""Batch and instance norm on NumPy run a piece of samples at a time (up to this many bytes of x, or one
+sample): each piece's passes (its statistics, then y = x * scale + shift; in backward its two sums, then gx)
+stay in cache, and the pieces are shared out across engine/backend/parallel.py's threads. Per-row sums (a
+sample's channel) do not depend on the pieces, so the results are the same bits for any thread count."""
+
+
+def _rows(a, axes):
+    """(N, C, L) view of a NumPy array whose statistics are over every axis after the channel's (and the
+    batch's or not): batch norm and instance norm of a 3-D or larger input; else None."""
+    nd = a.ndim
+    if (not isinstance(a, np.ndarray) or nd < 3 or not a.size
+            or tuple(axes) not in ((0, *range(2, nd)), tuple(range(2, nd)))):
+        return None
+    return a.reshape(a.shape[0], a.shape[1], -1)
+
+
+def _per_row(v, rows):
+    """A keepdims statistic ((1, C, 1...) or (N, C, 1...)) as (1 or N, C, 1), broadcasting against rows."""
+    return v.reshape(-1, rows.shape[1], 1)
+
+
+def _of_samples(v, s: int, e: int):
+    """Samples [s, e) of a _per_row statistic: its rows when it has one per sample, else all of it."""
+    return v[s:e] if len(v) > 1 else v
+
+
+def _each_piece(rows, fn) -> list:
+    """fn(s, e) for pieces of samples of `rows`, across threads; their results in order."""
+    n = rows.shape[0]
+    per = max(1, PIECE_BYTES // max(rows[:1].nbytes, 1))
+    return parallel.run(parallel.split(n, per), lambda: fn)
+
+
+def _row_statistics(rows, a, axes):
+    """(mean, biased variance) over `axes` in keepdims shape: each row's mean and sum of squared deviations
+    from it in one cached pass per piece, combined across the batch (Chan et al.'s pairwise formula, float64)
+    when the statistics are the batch's."""
+    length = rows.shape[2]
+
+    def piece(s, e):
+        r = rows[s:e]
+        row_mean = r.sum(-1, keepdims=True)
+        row_mean /= length
+        d = r - row_mean
+        np.multiply(d, d, out=d)
+        return row_mean[..., 0], d.sum(-1)
+
+    parts = _each_piece(rows, piece)
+    row_mean = np.concatenate([p[0] for p in parts]).astype(np.float64)
+    m2 = np.concatenate([p[1] for p in parts]).astype(np.float64)
+    shape = tuple(1 if i in axes else n for i, n in enumerate(a.shape))
+    if 0 in axes:
+        mean = row_mean.mean(0)
+        m2 = m2.sum(0) + length * ((row_mean - mean) ** 2).sum(0)
+        var = m2 / (length * rows.shape[0])
+    else:
+        mean, var = row_mean, m2 / length
+    return mean.astype(a.dtype).reshape(shape), var.astype(a.dtype).reshape(shape)
+
+
+def _row_gradient_sums(grows, rows, mean, axes):
+    """(sum of g, sum of g * (x - mean)) over `axes` in keepdims shape, one cached pass per piece."""
+    mean3 = _per_row(mean, rows)
+
+    def piece(s, e):
+        d = rows[s:e] - _of_samples(mean3, s, e)
+        np.multiply(d, grows[s:e], out=d)
+        return grows[s:e].sum(-1), d.sum(-1)
+
+    parts = _each_piece(rows, piece)
+    sum_g = np.concatenate([p[0] for p in parts])
+    dot = np.concatenate([p[1] for p in parts])
+    if 0 in axes:
+        sum_g, dot = sum_g.sum(0, dtype=np.float64), dot.sum(0, dtype=np.float64)
+    shape = mean.shape
+    return sum_g.astype(rows.dtype).reshape(shape), dot.astype(rows.dtype).reshape(shape)
+
+
+def _row_input_gradient(grows, rows, mean, s, k1, k0):
+    """gx = g * s + (x - mean) * k1 + k0 (per-channel s, k1, k0), a piece at a time: (N, C, L)."""
+    gx = np.empty(rows.shape, grows.dtype)
+    mean3, s3, k13, k03 = (_per_row(v, rows) for v in (mean, s, k1, k0))
+
+    def piece(a, b):
+        out = gx[a:b]
+        np.multiply(grows[a:b], _of_samples(s3, a, b), out=out)
+        d = rows[a:b] - _of_samples(mean3, a, b)
+        d *= _of_samples(k13, a, b)
+        out += d
+        out += _of_samples(k03, a, b)
+
+    _each_piece(rows, piece)
+    return gx
 
 
 def _update_running(running, mean, var, count: int) -> None:
@@ -229,8 +349,76 @@ def _kernel_backward(ctx, g, x, w, b):
             _wrap_array(gb.reshape(b._shape)) if b is not None and nig[2] else None,
             None, None, None, None, None)
 
+class _LayerNormRows(Normalize):
+    """Normalize for layer norm of a float32/float64 CPU array: the trailing axes as rows (R, D), whose
+    statistics and the backward's row and column sums are matrix-vector products (BLAS) over buffers
+    reused in place, instead of NumPy reductions each with its temporaries (~1.5x faster both ways).
+    Anything else, and backward under create_graph, is Normalize's."""
+
+    _raw = True
+
+    @staticmethod
+    def forward(ctx, x, w, b, axes, eps, running, pshape, kernel):
+        a = x._arr
+        ctx.rows = (kernel is None and isinstance(a, np.ndarray) and a.size > 0
+                    and a.dtype in (np.float32, np.float64)
+                    and all(p is None or p._arr.dtype == a.dtype for p in (w, b)))
+        if not ctx.rows:
+            return Normalize.forward(ctx, x, w, b, axes, eps, running, pshape, kernel)
+        ctx.kernel = None
+        width = math.prod(pshape)
+        rows = a.reshape(-1, width)
+        avg = np.full(width, 1.0 / width, a.dtype)
+        xhat = rows - (rows @ avg)[:, None]
+        y = np.multiply(xhat, xhat)
+        invstd = y @ avg
+        invstd += eps
+        np.sqrt(invstd, out=invstd)
+        np.divide(1, invstd, out=invstd)
+        xhat *= invstd[:, None]
+        if w is not None:
+            np.multiply(xhat, w._arr.reshape(-1), out=y)
+        else:
+            np.copyto(y, xhat)
+        if b is not None:
+            y += b._arr.reshape(-1)
+        ctx.axes, ctx.eps, ctx.pshape = axes, eps, pshape
+        ctx.xhat, ctx.invstd = xhat, invstd
+        ctx.save_for_backward(x, w, b)
+        return y.reshape(a.shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        if state.grad_enabled or not ctx.rows:
+            return Normalize.backward(ctx, g)
+        x, w, b = ctx.saved_tensors
+        nig = ctx.needs_input_grad
+        xhat, invstd = ctx.xhat, ctx.invstd
+        width = xhat.shape[1]
+        ga = g._arr.reshape(xhat.shape)
+        gx = gw = gb = None
+        t = ga * xhat  # g * xhat: the weight's gradient by columns, and (times w) a row sum of gx's formula
+        if w is not None and nig[1]:
+            gw = _wrap_array((np.ones(len(t), t.dtype) @ t).reshape(w._shape))
+        if b is not None and nig[2]:
+            gb = _wrap_array((np.ones(len(ga), ga.dtype) @ ga).reshape(b._shape))
+        if nig[0]:
+            # gx = (g w - mean(g w) - xhat mean(g w xhat)) * invstd, row means as products with w / width
+            wv = w._arr.reshape(-1) if w is not None else np.ones(width, ga.dtype)
+            s1, s2 = ga @ wv, t @ wv
+            s1 /= width
+            s2 /= width
+            gxa = ga * wv
+            gxa -= s1[:, None]
+            np.multiply(xhat, s2[:, None], out=t)
+            gxa -= t
+            gxa *= invstd[:, None]
+            gx = _wrap_array(gxa.reshape(x._shape))
+        return gx, gw, gb, None, None, None, None, None
+
+
 _BATCH_NORM = torch_node(Normalize, "NativeBatchNormBackward0")
-_LAYER_NORM = torch_node(Normalize, "NativeLayerNormBackward0")
+_LAYER_NORM = torch_node(_LayerNormRows, "NativeLayerNormBackward0")
 _GROUP_NORM = torch_node(Normalize, "NativeGroupNormBackward0")
 
 

@@ -146,6 +146,11 @@ class MultiheadAttention(Module):
                 "Need attn_mask if specifying the is_causal hint. You may use the Transformer "
                 "module method `generate_square_subsequent_mask` to create this mask."
             )
+        if (batched and query is key and key is value and not need_weights and attn_mask is None
+                and key_padding_mask is None):
+            out = self._fused_self_attention(query)
+            if out is not None:
+                return out, None
         if not batched:
             query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
             if key_padding_mask is not None:
@@ -223,6 +228,22 @@ class MultiheadAttention(Module):
         if average_attn_weights:
             weights = weights.mean(1)
         return out, (weights if batched else weights.squeeze(0))
+
+    def _fused_self_attention(self, x: Tensor) -> Tensor | None:
+        """Unmasked self-attention without dropout in the input's own layout: one projection GEMM, one fused
+        node on the packed q, k, v (FS.packed_self_attention: no head copied), one output GEMM. None where
+        that does not apply (separate or extra key/value weights, dropout in training, a GPU or half
+        precision input): forward then runs the general form."""
+        if (not self._qkv_same_embed_dim or self.bias_k is not None or self.add_zero_attn
+                or (self.dropout > 0 and self.training) or x.shape[2] != self.embed_dim
+                or not FS._fusable(x, x, x)):
+            return None
+        A, B, E = x.shape
+        y = F.linear(x.reshape(A * B, E), self.in_proj_weight, self.in_proj_bias).view(A, B, 3 * E)
+        o = FS.packed_self_attention(y, self.num_heads, self.batch_first)
+        if o is None:
+            return None
+        return F.linear(o.view(A * B, E), self.out_proj.weight, self.out_proj.bias).view(A, B, E)
 
     def extra_repr(self) -> str:
         return ""

@@ -79,6 +79,11 @@ def _lstm(T, L, kind):
     return getattr(T.nn, kind)(3, 4).double()(L.seq)[0]
 
 
+def _self_attention(T, L):
+    T.manual_seed(0)
+    return T.nn.MultiheadAttention(3, 1).double()(L.seq, L.seq, L.seq, need_weights=False)[0]
+
+
 def _hooked(T, L):
     lin = T.nn.Linear(4, 2).double()
     lin.register_full_backward_hook(lambda *a: None)
@@ -527,6 +532,8 @@ CASES = {
     "lstm": lambda T, L: _lstm(T, L, "LSTM"),
     "gru": lambda T, L: _lstm(T, L, "GRU"),
     "rnn": lambda T, L: _lstm(T, L, "RNN"),
+    "sdpa": lambda T, L: L.F.scaled_dot_product_attention(L.seq, L.seq, L.seq),
+    "mha_self_attention": _self_attention,
     "backward_hook": _hooked,
     "checkpoint": lambda T, L: T.utils.checkpoint.checkpoint(lambda a: a.exp() * 2, L.x, use_reentrant=False),
     "checkpoint_reentrant": lambda T, L: T.utils.checkpoint.checkpoint(
@@ -643,6 +650,11 @@ KNOWN = {
         _FUSED,
     ),
     **dict.fromkeys(("lstm", "gru", "rnn"), _RNN),
+    **dict.fromkeys(
+        ("sdpa", "mha_self_attention"),
+        "one fused attention node (_Attention; _PackedSelfAttention over the packed projection) for the "
+        "training step's speed, where torch's float64 math path records bmm, softmax and views",
+    ),
     **{
         f"grad_of_{name}": _SECOND
         for name in """conv2d conv2d_weight conv_transpose2d max_pool2d grad_of_max_pool2d avg_pool2d

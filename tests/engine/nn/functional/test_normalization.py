@@ -76,3 +76,30 @@ def test_norm_gradchecks_including_double_backward():
     w2 = engine.randn(2, dtype=engine.float64, requires_grad=True)
     assert gradcheck(lambda x, w: F.layer_norm(x, (2,), w), (x, w2))
     assert gradgradcheck(lambda x: F.group_norm(x, 3), (x,))
+
+
+@pytest.mark.parametrize("instance", [False, True])
+def test_batch_and_instance_norm_in_float32_pieces_match_torch(instance, monkeypatch):
+    """Batch and instance norm run a piece of samples at a time (here one sample a piece, 5 pieces): float32
+    output, gradients and running statistics within torch's float32 tolerance, input off-centre (mean 3, std
+    0.5: the variance must not lose digits to the mean)."""
+    from engine.nn.functional import normalization as NM
+
+    monkeypatch.setattr(NM, "PIECE_BYTES", 1)
+    rng = np.random.default_rng(7)
+    x = (3 + 0.5 * rng.standard_normal((5, 4, 6, 7))).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    w, b = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    xe, we, be = (engine.tensor(a, requires_grad=True) for a in (x, w, b))
+    xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    rme, rve, rmt, rvt = engine.zeros(4), engine.ones(4), torch.zeros(4), torch.ones(4)
+    if instance:
+        ye, yt = F.instance_norm(xe, weight=we, bias=be), TF.instance_norm(xt, weight=wt, bias=bt)
+    else:
+        ye = F.batch_norm(xe, rme, rve, we, be, training=True)
+        yt = TF.batch_norm(xt, rmt, rvt, wt, bt, training=True)
+    ye.backward(engine.tensor(g))
+    yt.backward(torch.tensor(g))
+    pairs = ((ye, yt), (xe.grad, xt.grad), (we.grad, wt.grad), (be.grad, bt.grad), (rme, rmt), (rve, rvt))
+    for e, t in pairs:
+        np.testing.assert_allclose(e.detach().numpy(), t.detach().numpy(), rtol=1e-4, atol=1e-4)
