@@ -23,12 +23,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
-MIN_BYTES = 1 << 18
+MIN_BYTES = 1 << 20
 """Below this many bytes of output an op runs in one call (also read by the attention and recurrent kernels,
-engine/nn/functional/sequence.py). Measured on the 2-core VM while other jobs kept its load average at 5: a
-hand-off to a worker cost ~80 µs there (the worker waits for a core), NumPy multiplies 256 KiB of float32 in
-~16 µs and 4 MiB in ~360, so on a busy machine a split elementwise op gains nothing; on a quiet one a wake-up
-is ~20-50 µs. A convolution's or attention's piece is milliseconds."""
+engine/nn/functional/sequence.py). A hand-off to a worker costs ~20-50 us on a quiet 2-core VM (~80 us
+under load) and NumPy's relu runs 1 MiB of float32 in ~60-100 us, so smaller splits lose: at 256 KiB LeNet
+steps in a loop at 2 threads took 16.0-18.7 ms against 15.7-16.0 without the pool, at 1 MiB 14.1-14.8
+(bench_workloads' interleaved rounds: 1.60x and 1.67x torch, within their noise); the small ResNet's 4 MiB
+activations split either way (197-210 ms at both). A convolution's or attention's piece is milliseconds."""
 
 _CPUS = os.cpu_count() or 1
 _lock = threading.Lock()

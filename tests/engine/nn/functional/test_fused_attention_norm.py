@@ -188,6 +188,7 @@ def test_fused_attention_gives_the_same_bits_on_one_thread_and_on_two(monkeypatc
         return real_run(ranges, setup, n_threads, blas)
 
     monkeypatch.setattr(parallel, "run", counting_run)
+    monkeypatch.setattr(parallel, "MIN_BYTES", 1 << 18)  # these 576 KiB of scores are split
     for n in (1, 2):
         with threadpool_limits(n, user_api="blas"):
             x = x0.detach().requires_grad_()
