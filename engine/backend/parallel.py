@@ -104,22 +104,23 @@ def blas_limit(n: int):
     if not blas:
         yield
         return
+    cap = max(1, int(n))
     with _lock:
         if not _active:
             _saved_blas = blas.get_num_threads()
-        _active.append(max(1, int(n)))
+        _active.append(cap)
         _apply(blas)
     try:
         yield
     finally:
         with _lock:
-            _active.remove(max(1, int(n)))
+            _active.remove(cap)
             _apply(blas)
 
 
 def _apply(blas) -> None:
-    want = min(_active, default=_saved_blas)
-    want = min(want, _saved_blas) if _saved_blas else want
+    """BLAS at the smallest of the active caps and the count from before them (that count once none is)."""
+    want = min([*_active, _saved_blas]) if _saved_blas else min(_active, default=0)
     if want and blas.get_num_threads() != want:
         _set_blas(blas, want)
 
@@ -252,11 +253,12 @@ def ufunc(f: np.ufunc, *operands, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def map_rows(fn: Callable[[int, int], object], n: int, row_bytes: int) -> list:
+def map_rows(fn: Callable[[int, int], object], n: int, row_bytes: int, blas: bool = False) -> list:
     """fn(s, e) over [0, n) split across threads (one piece per thread; one call of fn(0, n) when the whole
     is under MIN_BYTES or there is one thread). For work whose result is the same however the rows are split
-    (each row's result its own); returns the pieces' results in order."""
+    (each row's result its own); returns the pieces' results in order. `blas`: the pieces call BLAS (as
+    run's)."""
     t = 1 if n * row_bytes < MIN_BYTES else min(threads(), n)
     if t <= 1:
         return [fn(0, n)]
-    return run(_pieces(n, t), lambda: fn, t)
+    return run(_pieces(n, t), lambda: fn, t, blas=blas)

@@ -973,13 +973,12 @@ def _relu_grad_np(g, out):
         def span(lo, hi):  # the mask and product a thread's share at a time, and that share's sum
             np.multiply(gf[lo:hi], of[lo:hi] != 0, out=rf[lo:hi])
             return np.add.reduce(rf[lo:hi])
-        if np.isfinite(sum(parallel.map_rows(span, g.size, g.itemsize))):
-            return r
-        return np.where(out != 0, g, r.dtype.type(0))
-    mask = out != 0
-    r = np.multiply(g, mask)
-    if D.is_float_array(r) and r.size and not np.isfinite(np.add.reduce(r, axis=None)):
-        r = np.where(mask, g, r.dtype.type(0))
+        total = sum(parallel.map_rows(span, g.size, g.itemsize))
+    else:
+        r = np.multiply(g, out != 0)
+        total = np.add.reduce(r, axis=None) if D.is_float_array(r) and r.size else 0
+    if not np.isfinite(total):
+        r = np.where(out != 0, g, r.dtype.type(0))
     return r
 
 

@@ -257,9 +257,7 @@ def _row_statistics(rows, a, axes):
         np.multiply(d, d, out=d)
         return row_mean[..., 0], d.sum(-1)
 
-    parts = _each_piece(rows, piece)
-    row_mean = np.concatenate([p[0] for p in parts]).astype(np.float64)
-    m2 = np.concatenate([p[1] for p in parts]).astype(np.float64)
+    row_mean, m2 = (np.concatenate(c).astype(np.float64) for c in zip(*_each_piece(rows, piece)))
     shape = tuple(1 if i in axes else n for i, n in enumerate(a.shape))
     if 0 in axes:
         mean = row_mean.mean(0)
@@ -279,9 +277,7 @@ def _row_gradient_sums(grows, rows, mean, axes):
         np.multiply(d, grows[s:e], out=d)
         return grows[s:e].sum(-1), d.sum(-1)
 
-    parts = _each_piece(rows, piece)
-    sum_g = np.concatenate([p[0] for p in parts])
-    dot = np.concatenate([p[1] for p in parts])
+    sum_g, dot = (np.concatenate(c) for c in zip(*_each_piece(rows, piece)))
     if 0 in axes:
         sum_g, dot = sum_g.sum(0, dtype=np.float64), dot.sum(0, dtype=np.float64)
     shape = mean.shape
@@ -348,6 +344,7 @@ def _kernel_backward(ctx, g, x, w, b):
             _wrap_array(gw.reshape(w._shape)) if w is not None and nig[1] else None,
             _wrap_array(gb.reshape(b._shape)) if b is not None and nig[2] else None,
             None, None, None, None, None)
+
 
 class _LayerNormRows(Normalize):
     """Normalize for layer norm of a float32/float64 CPU array: the trailing axes as rows (R, D), whose

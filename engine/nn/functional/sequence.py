@@ -447,6 +447,12 @@ def _heads(M: np.ndarray, heads: int, batch_first: bool) -> np.ndarray:
     return M4.transpose(0, 2, 1, 3) if batch_first else M4.transpose(1, 2, 0, 3)
 
 
+def _packed_heads(Y: np.ndarray, heads: int, batch_first: bool) -> tuple[np.ndarray, ...]:
+    """The q, k and v thirds of a packed (N, L, 3E) or (L, N, 3E) array, each split into heads (views)."""
+    E = Y.shape[2] // 3
+    return tuple(_heads(Y[..., j * E : (j + 1) * E], heads, batch_first) for j in range(3))
+
+
 class _PackedSelfAttention(Function):
     """Multi-head self-attention (no mask, no dropout) from the packed projection y = x W_in^T + b_in,
     (N, L, 3E) or (L, N, 3E): q, k and v are views of y split into heads, the output (laid out like x) and the
@@ -460,9 +466,8 @@ class _PackedSelfAttention(Function):
     @staticmethod
     def forward(ctx, y, heads, batch_first, scale):
         Y = y._arr
-        E = Y.shape[2] // 3
-        Q, K, V = (_heads(Y[..., j * E : (j + 1) * E], heads, batch_first) for j in range(3))
-        O = np.empty(Y.shape[:2] + (E,), Y.dtype)
+        Q, K, V = _packed_heads(Y, heads, batch_first)
+        O = np.empty(Y.shape[:2] + (Y.shape[2] // 3,), Y.dtype)
         P = _attend(Q, K, V, scale, False, _heads(O, heads, batch_first))
         ctx.save_for_backward(y)
         ctx.P, ctx.heads, ctx.batch_first, ctx.scale = P, heads, batch_first, scale
@@ -475,10 +480,9 @@ class _PackedSelfAttention(Function):
             return _replay_grads(ctx, _packed_reference, (g,), (heads, bf, scale))
         (y,) = ctx.saved_tensors
         Y = y._arr
-        E = Y.shape[2] // 3
-        Q, K, V = (_heads(Y[..., j * E : (j + 1) * E], heads, bf) for j in range(3))
+        Q, K, V = _packed_heads(Y, heads, bf)
         dY = np.empty(Y.shape, Y.dtype)
-        dQ, dK, dV = (_heads(dY[..., j * E : (j + 1) * E], heads, bf) for j in range(3))
+        dQ, dK, dV = _packed_heads(dY, heads, bf)
         O = _heads(ctx._saved_output_unlinked()._arr, heads, bf)
         _attend_backward(_heads(g._arr, heads, bf), O, ctx.P, Q, K, V, scale, dQ, dK, dV)
         return _t(dY), None, None, None
@@ -489,12 +493,7 @@ def _over_batch(A: np.ndarray, fn) -> None:
     contiguous share each (BLAS held at one thread) when A is large: each batch element's result is its
     own, so the split changes no value."""
     n = A.shape[0] if A.ndim > 2 else 1
-    t = 1 if A.nbytes < parallel.MIN_BYTES or n < 2 else min(parallel.threads(), n)
-    if t <= 1:
-        fn(0, n)
-        return
-    per = -(-n // t)
-    parallel.run([(s, min(s + per, n)) for s in range(0, n, per)], lambda: fn, t, blas=True)
+    parallel.map_rows(fn, n, A.nbytes // n, blas=True)
 
 
 def _attend(Q, K, V, scale: float, causal: bool, O: np.ndarray) -> np.ndarray:
