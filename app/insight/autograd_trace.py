@@ -28,9 +28,9 @@ from engine.autograd.function import FREED_MSG
 MAX_TEXT = 200  # characters of an expression or of its values
 MAX_NODES = 60  # syntax-tree nodes of an expression: the drawing stays small
 MAX_ELEMENTS = 16  # elements of one variable
-# layers of a graph whose training step the stepper traces: a step per backward node, each with its gradients;
-# ResNet-18 (~70 layers) is 131 steps and a few seconds; a 2,000-layer graph would take minutes and make
-# thousands of steps nobody can step through
+# nodes (layers and block ports, expanded) of a graph whose training step the stepper traces: a step per
+# backward node, each with its gradients; ResNet-18 (~70 layers) is 131 steps and a few seconds; a
+# 2,000-layer graph would take minutes and make thousands of steps nobody can step through
 MAX_TRACE_LAYERS = 400
 
 # name -> (expression, values); the first is the study texts' chain-rule example
@@ -533,7 +533,7 @@ def trace_document(doc: Any, options: TraceOptions = TraceOptions(), batch: int 
 
     layers = expanded_size(doc)
     if layers > MAX_TRACE_LAYERS:
-        raise ExpressionError(f"the graph has {layers:,} layers; the stepper traces graphs of up to "
+        raise ExpressionError(f"the graph expands to {layers:,} nodes; the stepper traces graphs of up to "
                               f"{MAX_TRACE_LAYERS} (try a smaller graph, or one of its blocks on its own)")
     load_training_modules()
     t = Trainer(doc, doctor=False)

@@ -299,7 +299,7 @@ def test_a_graph_past_the_layer_cap_is_refused_in_one_line_before_anything_is_bu
     assert layers > MAX_TRACE_LAYERS
     with pytest.raises(ExpressionError) as err:
         trace_document(doc)
-    assert str(err.value) == (f"the graph has {layers:,} layers; the stepper traces graphs of up to "
+    assert str(err.value) == (f"the graph expands to {layers:,} nodes; the stepper traces graphs of up to "
                               f"{MAX_TRACE_LAYERS} (try a smaller graph, or one of its blocks on its own)")
     doc.set_param(inst, "repeat", 2)  # under the cap it traces: every parameter of every copy gets a step
     trace = trace_document(doc)
